@@ -1,0 +1,53 @@
+// Shapes and dtypes of every op, for torch.compile, torch.export and FakeTensor tracing.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <tuple>
+
+namespace softalign {
+namespace {
+
+at::Tensor score_like(const at::Tensor& scores) {
+  TORCH_CHECK(scores.dim() == 3 || scores.dim() == 2,
+              "scores must be (B, M, N) or unbatched (M, N), got shape ", scores.sizes());
+  if (scores.dim() == 2) return at::empty({}, scores.options());
+  return at::empty_symint({scores.sym_size(0)}, scores.options());
+}
+
+at::Tensor contiguous_like(const at::Tensor& t) {
+  return at::empty_symint(t.sym_sizes(), t.options());
+}
+
+at::Tensor smith_waterman_meta(const at::Tensor& scores, const at::Tensor&,
+                               const std::optional<at::Tensor>&, double,
+                               const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+                               c10::string_view, c10::string_view) {
+  return score_like(scores);
+}
+
+std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_meta(
+    const at::Tensor& scores, const at::Tensor&, const std::optional<at::Tensor>&, double,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::string_view) {
+  return {score_like(scores), contiguous_like(scores)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> smith_waterman_backward_meta(
+    const at::Tensor&, const at::Tensor& scores, const at::Tensor& gap_open,
+    const std::optional<at::Tensor>& gap_extend, double, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, c10::string_view, c10::string_view) {
+  return {contiguous_like(scores), contiguous_like(gap_open),
+          gap_extend.has_value() ? contiguous_like(*gap_extend)
+                                 : at::empty({0}, scores.options())};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(softalign, Meta, m) {
+  m.impl("smith_waterman.tensor", &smith_waterman_meta);
+  m.impl("smith_waterman_alignment.tensor", &smith_waterman_alignment_meta);
+  m.impl("_smith_waterman_backward", &smith_waterman_backward_meta);
+}
+
+}  // namespace softalign

@@ -1,0 +1,191 @@
+#include "problem.h"
+
+#include <ATen/ExpandUtils.h>
+#include <ATen/OpMathType.h>
+
+#include <cmath>
+
+namespace softalign {
+namespace {
+
+at::ScalarType compute_dtype(at::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;  // half and bfloat16 compute in float32
+}
+
+// A penalty as (1|B, 1|M, 1|N): SPEC Notation's accepted shapes, 1-D meaning one per item.
+at::Tensor normalise_penalty(const at::Tensor& penalty, const char* name, const at::Tensor& scores,
+                             int64_t B, int64_t M, int64_t N, bool local) {
+  TORCH_CHECK(at::isFloatingType(penalty.scalar_type()), name,
+              " must be a float or a floating-point tensor, got ", penalty.scalar_type());
+  const bool cpu_scalar = penalty.dim() == 0 && penalty.device().is_cpu();
+  TORCH_CHECK(penalty.device() == scores.device() || cpu_scalar, name,
+              " must be on the scores' device (", scores.device(), "), got ", penalty.device());
+  at::Tensor p = penalty;
+  if (p.dim() == 1) {
+    TORCH_CHECK(p.size(0) == B || p.size(0) == 1, name,
+                " of 1 dimension must hold one value per item, shape (", B, ",), got ",
+                p.sizes());
+    p = p.view({p.size(0), 1, 1});
+  }
+  TORCH_CHECK(at::is_expandable_to(p.sizes(), {B, M, N}), name, " of shape ", penalty.sizes(),
+              " does not broadcast to the scores' (B, M, N) = (", B, ", ", M, ", ", N, ")");
+  while (p.dim() > 3) p = p.squeeze(0);  // leading ones, by the broadcast check
+  while (p.dim() < 3) p = p.unsqueeze(0);
+  TORCH_CHECK(local || (p.size(1) != 0 && p.size(2) != 0), name, " of shape ", penalty.sizes(),
+              " varies along an empty dimension of the scores (M = ", M, ", N = ", N,
+              "): global mode has nothing to charge its gaps with");
+  return p.to(scores.device(), scores.scalar_type()).contiguous();
+}
+
+at::Tensor normalise_lengths(const std::optional<at::Tensor>& lengths, const char* name,
+                             const at::Tensor& scores, int64_t B, int64_t limit,
+                             const char* limit_name, bool unbatched) {
+  if (!lengths.has_value() || !lengths->defined()) return {};
+  const at::Tensor& l = *lengths;
+  TORCH_CHECK(at::isIntegralType(l.scalar_type(), /*includeBool=*/false), name,
+              " must be an integer tensor, got ", l.scalar_type());
+  TORCH_CHECK(l.device().is_cpu() || l.device() == scores.device(), name,
+              " must be on the CPU or on the scores' device (", scores.device(), "), got ",
+              l.device());
+  if (unbatched) {
+    TORCH_CHECK(l.numel() == 1 && l.dim() <= 1, name,
+                " must hold one length for unbatched (M, N) scores, got shape ", l.sizes());
+  } else {
+    TORCH_CHECK(l.dim() == 1 && l.size(0) == B, name, " must have shape (B,) = (", B,
+                ",), got ", l.sizes());
+  }
+  at::Tensor out = l.reshape({B}).to(scores.device(), at::kLong).contiguous();
+  if (B > 0) {
+    const auto [lo, hi] = at::aminmax(out);
+    const int64_t min_length = lo.item<int64_t>(), max_length = hi.item<int64_t>();
+    TORCH_CHECK(min_length >= 0 && max_length <= limit, name, " must lie in [0, ", limit_name,
+                " = ", limit, "], got values in [", min_length, ", ", max_length, "]");
+  }
+  return out;
+}
+
+}  // namespace
+
+Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
+                     const std::optional<at::Tensor>& gap_extend, double temperature,
+                     const std::optional<at::Tensor>& lengths_a,
+                     const std::optional<at::Tensor>& lengths_b, std::string_view mode,
+                     std::string_view reduction) {
+  TORCH_CHECK(scores.defined(), "scores must be a tensor, got an undefined one");
+  TORCH_CHECK(scores.dim() == 3 || scores.dim() == 2,
+              "scores must be (B, M, N) or unbatched (M, N), got shape ", scores.sizes());
+  TORCH_CHECK(at::isFloatingType(scores.scalar_type()),
+              "scores must be float16, bfloat16, float32 or float64, got ", scores.scalar_type());
+  TORCH_CHECK(mode == "local" || mode == "global", "mode must be \"local\" or \"global\", got \"",
+              mode, "\"");
+  TORCH_CHECK(reduction == "max" || reduction == "soft",
+              "reduction must be \"max\" or \"soft\", got \"", reduction, "\"");
+  TORCH_CHECK(std::isfinite(temperature) && temperature >= 0,
+              "temperature must be finite and >= 0, got ", temperature);
+
+  Problem p;
+  p.unbatched = scores.dim() == 2;
+  p.result_dtype = scores.scalar_type();
+  p.local = mode == "local";
+  p.soft_reduction = reduction == "soft";
+  p.temperature = temperature;
+  const at::Tensor s3 = p.unbatched ? scores.unsqueeze(0) : scores;
+  const int64_t B = s3.size(0), M = s3.size(1), N = s3.size(2);
+  TORCH_CHECK(M < INT32_MAX && N < INT32_MAX, "scores' M and N must be below 2^31, got ",
+              scores.sizes());
+  p.scores = s3.to(compute_dtype(scores.scalar_type())).contiguous();
+  p.gap_open = normalise_penalty(gap_open, "gap_open", p.scores, B, M, N, p.local);
+  if (gap_extend.has_value() && gap_extend->defined()) {
+    p.gap_extend = normalise_penalty(*gap_extend, "gap_extend", p.scores, B, M, N, p.local);
+  }
+  p.lengths_a = normalise_lengths(lengths_a, "lengths_a", p.scores, B, M, "M", p.unbatched);
+  p.lengths_b = normalise_lengths(lengths_b, "lengths_b", p.scores, B, N, "N", p.unbatched);
+  return p;
+}
+
+ProblemGrads make_grads(const Problem& p) {
+  ProblemGrads g;
+  const int64_t B = p.batch();
+  g.score = at::empty({B}, p.scores.options());
+  g.scores = at::zeros_like(p.scores);
+  g.gap_open = at::zeros({B, p.gap_open.size(1), p.gap_open.size(2)}, p.scores.options());
+  if (p.affine()) {
+    g.gap_extend = at::zeros({B, p.gap_extend.size(1), p.gap_extend.size(2)}, p.scores.options());
+  }
+  return g;
+}
+
+at::Tensor score_to_caller(const Problem& p, const at::Tensor& score) {
+  const at::Tensor s = score.to(p.result_dtype);
+  return p.unbatched ? s.reshape({}) : s;
+}
+
+at::Tensor scores_grad_to_caller(const Problem& p, const at::Tensor& grad) {
+  const at::Tensor g = grad.to(p.result_dtype);
+  return p.unbatched ? g.squeeze(0) : g;
+}
+
+at::Tensor penalty_grad_to_caller(const at::Tensor& grad, const at::Tensor& penalty) {
+  // grad is (B, 1|M, 1|N) per item; the caller's penalty broadcast to that from its own shape.
+  at::Tensor g = grad;
+  if (penalty.dim() == 1) {
+    g = at::sum_to(g, at::IntArrayRef({penalty.size(0), 1, 1}));
+  } else {
+    std::vector<int64_t> shape(penalty.sizes().begin(), penalty.sizes().end());
+    while (shape.size() < 3) shape.insert(shape.begin(), 1);
+    while (shape.size() > 3) shape.erase(shape.begin());
+    g = at::sum_to(g, at::IntArrayRef(shape));
+  }
+  return g.reshape(penalty.sizes()).to(penalty.device(), penalty.scalar_type());
+}
+
+namespace {
+int64_t broadcast_stride(const at::Tensor& t, int dim) {
+  return t.size(dim) == 1 ? 0 : t.stride(dim);
+}
+}  // namespace
+
+template <typename T>
+ProblemView<T> view_of(const Problem& p) {
+  ProblemView<T> v;
+  v.scores = p.scores.data_ptr<T>();
+  v.M = p.scores.size(1);
+  v.N = p.scores.size(2);
+  v.open = p.gap_open.data_ptr<T>();
+  v.open_sb = broadcast_stride(p.gap_open, 0);
+  v.open_si = broadcast_stride(p.gap_open, 1);
+  v.open_sj = broadcast_stride(p.gap_open, 2);
+  v.extend = p.affine() ? p.gap_extend.data_ptr<T>() : nullptr;
+  v.extend_sb = p.affine() ? broadcast_stride(p.gap_extend, 0) : 0;
+  v.extend_si = p.affine() ? broadcast_stride(p.gap_extend, 1) : 0;
+  v.extend_sj = p.affine() ? broadcast_stride(p.gap_extend, 2) : 0;
+  v.lengths_a = p.lengths_a.defined() ? p.lengths_a.data_ptr<int64_t>() : nullptr;
+  v.lengths_b = p.lengths_b.defined() ? p.lengths_b.data_ptr<int64_t>() : nullptr;
+  v.config = {static_cast<T>(p.temperature), p.local, p.soft_reduction};
+  return v;
+}
+
+template <typename T>
+GradsView<T> view_of(const ProblemGrads& g) {
+  GradsView<T> v;
+  v.scores = g.scores.data_ptr<T>();
+  v.M = g.scores.size(1);
+  v.N = g.scores.size(2);
+  v.open = g.gap_open.data_ptr<T>();
+  v.open_sb = g.gap_open.stride(0);
+  v.open_si = broadcast_stride(g.gap_open, 1);
+  v.open_sj = broadcast_stride(g.gap_open, 2);
+  const bool affine = g.gap_extend.defined();
+  v.extend = affine ? g.gap_extend.data_ptr<T>() : nullptr;
+  v.extend_sb = affine ? g.gap_extend.stride(0) : 0;
+  v.extend_si = affine ? broadcast_stride(g.gap_extend, 1) : 0;
+  v.extend_sj = affine ? broadcast_stride(g.gap_extend, 2) : 0;
+  return v;
+}
+
+template ProblemView<float> view_of<float>(const Problem&);
+template ProblemView<double> view_of<double>(const Problem&);
+template GradsView<float> view_of<float>(const ProblemGrads&);
+template GradsView<double> view_of<double>(const ProblemGrads&);
+
+}  // namespace softalign

@@ -1,0 +1,142 @@
+// The schema of every op (declared once) and the C++ front end of include/softalign/softalign.h.
+#include "softalign/softalign.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+namespace softalign {
+
+#define SOFTALIGN_ARGS(GAP_OPEN, GAP_EXTEND)                                                    \
+  "Tensor scores, " GAP_OPEN ", " GAP_EXTEND "=None, float temperature=1.0, "                  \
+  "Tensor? lengths_a=None, Tensor? lengths_b=None, "                                           \
+  "str mode=\"local\", str reduction=\"max\""
+
+TORCH_LIBRARY(softalign, m) {
+  // Penalties as numbers (the seed's call) or as tensors (learnable, per item or position).
+  // The tensor overloads come first: overload resolution takes the first that matches, and a
+  // tensor penalty must never be read as a number (that would drop its gradient).
+  m.def("smith_waterman.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend") ") -> Tensor");
+  m.def("smith_waterman(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend") ") -> Tensor");
+  m.def("smith_waterman_alignment.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend") ") -> (Tensor, Tensor)");
+  m.def("smith_waterman_alignment(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend") ") -> (Tensor, Tensor)");
+  m.def(
+      "_smith_waterman_backward(Tensor grad, Tensor scores, Tensor gap_open, Tensor? gap_extend, "
+      "float temperature, Tensor? lengths_a, Tensor? lengths_b, str mode, str reduction) "
+      "-> (Tensor, Tensor, Tensor)");
+}
+
+#undef SOFTALIGN_ARGS
+
+namespace {
+
+using ScoreOp = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                           double, const std::optional<at::Tensor>&,
+                           const std::optional<at::Tensor>&, c10::string_view, c10::string_view);
+using AlignmentOp = std::tuple<at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::string_view);
+
+c10::TypedOperatorHandle<ScoreOp>& score_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("softalign::smith_waterman", "tensor")
+                       .typed<ScoreOp>();
+  return op;
+}
+
+c10::TypedOperatorHandle<AlignmentOp>& alignment_op() {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("softalign::smith_waterman_alignment", "tensor")
+                       .typed<AlignmentOp>();
+  return op;
+}
+
+// A number penalty becomes a 0-d tensor in the dtype the kernels compute in.
+at::Tensor penalty_tensor(double value, const at::Tensor& scores) {
+  const auto dtype = scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  return at::scalar_tensor(value, scores.options().dtype(dtype));
+}
+
+std::optional<at::Tensor> penalty_tensor(std::optional<double> value, const at::Tensor& scores) {
+  if (!value.has_value()) return std::nullopt;
+  return penalty_tensor(*value, scores);
+}
+
+at::Tensor smith_waterman_numbers(const at::Tensor& scores, double gap_open,
+                                  std::optional<double> gap_extend, double temperature,
+                                  const std::optional<at::Tensor>& lengths_a,
+                                  const std::optional<at::Tensor>& lengths_b,
+                                  c10::string_view mode, c10::string_view reduction) {
+  return score_op().call(scores, penalty_tensor(gap_open, scores),
+                         penalty_tensor(gap_extend, scores), temperature, lengths_a, lengths_b,
+                         mode, reduction);
+}
+
+std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_numbers(
+    const at::Tensor& scores, double gap_open, std::optional<double> gap_extend,
+    double temperature, const std::optional<at::Tensor>& lengths_a,
+    const std::optional<at::Tensor>& lengths_b, c10::string_view mode,
+    c10::string_view reduction) {
+  return alignment_op().call(scores, penalty_tensor(gap_open, scores),
+                             penalty_tensor(gap_extend, scores), temperature, lengths_a,
+                             lengths_b, mode, reduction);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(softalign, CompositeImplicitAutograd, m) {
+  m.impl("smith_waterman", &smith_waterman_numbers);
+  m.impl("smith_waterman_alignment", &smith_waterman_alignment_numbers);
+}
+
+// ------------------------------------------------------------------ C++ front end
+
+SmithWatermanOptions& SmithWatermanOptions::gap_open(double value) {
+  gap_open_ = at::scalar_tensor(value, at::kDouble);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::gap_open(at::Tensor value) {
+  gap_open_ = std::move(value);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::gap_extend(double value) {
+  gap_extend_ = at::scalar_tensor(value, at::kDouble);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::gap_extend(at::Tensor value) {
+  gap_extend_ = std::move(value);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::temperature(double value) {
+  temperature_ = value;
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::lengths_a(at::Tensor value) {
+  lengths_a_ = std::move(value);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::lengths_b(at::Tensor value) {
+  lengths_b_ = std::move(value);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::mode(std::string value) {
+  mode_ = std::move(value);
+  return *this;
+}
+SmithWatermanOptions& SmithWatermanOptions::reduction(std::string value) {
+  reduction_ = std::move(value);
+  return *this;
+}
+
+at::Tensor smith_waterman(const at::Tensor& scores, const SmithWatermanOptions& o) {
+  return score_op().call(scores, o.gap_open(), o.gap_extend(), o.temperature(), o.lengths_a(),
+                         o.lengths_b(), o.mode(), o.reduction());
+}
+
+std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment(const at::Tensor& scores,
+                                                            const SmithWatermanOptions& o) {
+  return alignment_op().call(scores, o.gap_open(), o.gap_extend(), o.temperature(),
+                             o.lengths_a(), o.lengths_b(), o.mode(), o.reduction());
+}
+
+}  // namespace softalign
