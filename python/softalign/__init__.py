@@ -1,0 +1,82 @@
+"""softalign: differentiable (soft) Smith-Waterman alignment as PyTorch operators.
+
+The operators live in one shared library, ``libsoftalign.so``; loading it registers
+``torch.ops.softalign.*`` (usable from Python, TorchScript and C++). This module finds and
+loads the library and offers the two entry points with any mix of number and tensor penalties:
+
+    import softalign
+    score = softalign.smith_waterman(scores, gap_open=-1.0, temperature=1.0)
+    score, alignment = softalign.smith_waterman_alignment(scores, -11.0, -1.0, temperature=0.0)
+
+What every argument means is the contract in SPEC.md.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+import torch
+
+__all__ = ["load_library", "library_path", "smith_waterman", "smith_waterman_alignment"]
+
+Penalty = Union[float, torch.Tensor]
+_REPO = Path(__file__).resolve().parents[2]
+_loaded: Optional[str] = None
+
+
+def library_path() -> str:
+    """Where libsoftalign.so is: $SOFTALIGN_LIBRARY, else the repository's build/ folder."""
+    explicit = os.environ.get("SOFTALIGN_LIBRARY")
+    path = Path(explicit) if explicit else _REPO / "build" / "libsoftalign.so"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"libsoftalign.so not found at {path}: build it with `make build` "
+            "or point SOFTALIGN_LIBRARY at it")
+    return str(path)
+
+
+def load_library(path: Optional[str] = None) -> str:
+    """Loads the operator library once and returns its path."""
+    global _loaded
+    if _loaded is None:
+        _loaded = path or library_path()
+        torch.ops.load_library(_loaded)
+    return _loaded
+
+
+def _as_tensor(penalty: Optional[Penalty], scores: torch.Tensor) -> Optional[torch.Tensor]:
+    if penalty is None or isinstance(penalty, torch.Tensor):
+        return penalty
+    dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
+    return torch.tensor(float(penalty), dtype=dtype, device=scores.device)
+
+
+def _args(scores, gap_open, gap_extend):
+    if isinstance(gap_open, torch.Tensor) or isinstance(gap_extend, torch.Tensor):
+        return scores, _as_tensor(gap_open, scores), _as_tensor(gap_extend, scores)
+    return scores, float(gap_open), None if gap_extend is None else float(gap_extend)
+
+
+def smith_waterman(scores: torch.Tensor, gap_open: Penalty = -1.0,
+                   gap_extend: Optional[Penalty] = None, temperature: float = 1.0,
+                   lengths_a: Optional[torch.Tensor] = None,
+                   lengths_b: Optional[torch.Tensor] = None, mode: str = "local",
+                   reduction: str = "max") -> torch.Tensor:
+    """The (soft) alignment score of every item: shape (B,), or 0-d for (M, N) scores."""
+    load_library()
+    return torch.ops.softalign.smith_waterman(
+        *_args(scores, gap_open, gap_extend), temperature=temperature, lengths_a=lengths_a,
+        lengths_b=lengths_b, mode=mode, reduction=reduction)
+
+
+def smith_waterman_alignment(scores: torch.Tensor, gap_open: Penalty = -1.0,
+                             gap_extend: Optional[Penalty] = None, temperature: float = 1.0,
+                             lengths_a: Optional[torch.Tensor] = None,
+                             lengths_b: Optional[torch.Tensor] = None, mode: str = "local",
+                             reduction: str = "max") -> tuple[torch.Tensor, torch.Tensor]:
+    """The score and d score / d scores (the soft alignment; 0/1 at temperature 0)."""
+    load_library()
+    return torch.ops.softalign.smith_waterman_alignment(
+        *_args(scores, gap_open, gap_extend), temperature=temperature, lengths_a=lengths_a,
+        lengths_b=lengths_b, mode=mode, reduction=reduction)

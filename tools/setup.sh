@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what building and testing need; quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+command -v g++ >/dev/null || need_apt+=(g++)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+fi
+python3 -c 'import torch, numpy, pytest, hypothesis; assert torch.__version__.startswith("2.11.0")' 2>/dev/null ||
+  python3 -m pip install -q -r requirements.txt
