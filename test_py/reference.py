@@ -1,6 +1,6 @@
 """Slow, obviously-correct float64 reference for softalign, written straight from SPEC.md.
 
-Python loops over DP cells, one item at a time; gradients come from torch autograd.
+Python loops over DP cells (each cell a (B,) tensor); gradients come from torch autograd.
 Meant for small inputs only (B <= 4, M, N <= 12 or so).
 
     seed_loop(scores, gap_open=-1.0, temperature=1.0)            the seed's PyTorch loop, verbatim
@@ -82,13 +82,11 @@ class _Penalty:
         orig = tuple(g.shape)
         if g.dim() == 1:
             g = g.reshape(-1, 1, 1)  # SPEC: a 1-D penalty is always one value per item
-        while g.dim() > 3 and g.shape[0] == 1:
-            g = g[0]
-        try:
-            torch.broadcast_shapes(tuple(g.shape), (B, M, N))
-            if g.dim() > 3:
-                raise RuntimeError
+        try:  # must broadcast TO (B, M, N): rank <= 3 and the broadcast shape is (B, M, N) itself
+            ok = g.dim() <= 3 and torch.broadcast_shapes(tuple(g.shape), (B, M, N)) == (B, M, N)
         except RuntimeError:
+            ok = False
+        if not ok:
             raise ValueError(f"{name}: shape {orig} does not broadcast to (B, M, N) = {(B, M, N)}")
         g = g.reshape((1,) * (3 - g.dim()) + tuple(g.shape))
         if mode == "global" and ((M == 0 and g.shape[1] != 1) or (N == 0 and g.shape[2] != 1)):
