@@ -1,0 +1,99 @@
+"""The op as PyTorch sees it: gradcheck, opcheck, TorchScript, torch.compile."""
+import pytest
+import torch
+
+import softalign
+from conftest import DEVICES
+from problems import MODELS, MODES, REDUCTIONS, make_problem
+
+
+def tensor_args(p):
+    """The call as the .tensor overload takes it: penalties as tensors that need grad."""
+    q = p.on(p.scores.device)
+    if not torch.is_tensor(q.gap_open):
+        q.gap_open = torch.tensor(q.gap_open, dtype=torch.float64, requires_grad=True)
+    return q
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("model", MODELS)
+def test_gradcheck(model, mode, reduction, device):
+    p = tensor_args(make_problem(model, mode, reduction, 0.7, B=2, M=4, N=5,
+                                 penalties="position", lengths=True, seed=1).on(device))
+    inputs = [p.scores, p.gap_open] + ([p.gap_extend] if model == "affine" else [])
+
+    def fn(scores, gap_open, gap_extend=None):
+        return torch.ops.softalign.smith_waterman(
+            scores, gap_open, gap_extend, temperature=p.temperature, lengths_a=p.lengths_a,
+            lengths_b=p.lengths_b, mode=p.mode, reduction=p.reduction)
+
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", MODELS)
+def test_opcheck(model, device):
+    p = tensor_args(make_problem(model, "local", "soft", 0.7, B=2, M=4, N=5, penalties="item",
+                                 lengths=True, seed=2).on(device))
+    args = (p.scores, p.gap_open, p.gap_extend, p.temperature, p.lengths_a, p.lengths_b,
+            p.mode, p.reduction)
+    torch.library.opcheck(torch.ops.softalign.smith_waterman.tensor, args)
+    detached = tuple(a.detach() if torch.is_tensor(a) else a for a in args)
+    torch.library.opcheck(torch.ops.softalign.smith_waterman_alignment.tensor, detached)
+
+
+class SoftAlignModel(torch.nn.Module):
+    """Learned penalties -> soft Smith-Waterman: what a user scripts and ships to C++."""
+
+    def __init__(self):
+        super().__init__()
+        self.gap_open = torch.nn.Parameter(torch.tensor(-1.5, dtype=torch.float64))
+        self.gap_extend = torch.nn.Parameter(torch.tensor(-0.5, dtype=torch.float64))
+
+    def forward(self, scores: torch.Tensor, lengths_a: torch.Tensor) -> torch.Tensor:
+        return torch.ops.softalign.smith_waterman(scores, self.gap_open, self.gap_extend,
+                                                  temperature=0.5, lengths_a=lengths_a,
+                                                  mode="local", reduction="soft")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torchscript_round_trip(tmp_path, device):
+    model = SoftAlignModel().to(device)
+    scores = torch.randn(3, 6, 7, dtype=torch.float64, device=device, requires_grad=True)
+    lengths = torch.tensor([6, 3, 0], device=device)
+    path = tmp_path / "model.pt"
+    torch.jit.script(model).save(str(path))
+    loaded = torch.jit.load(str(path))
+
+    expected = model(scores, lengths)
+    got = loaded(scores, lengths)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    expected_grads = torch.autograd.grad(expected.sum(), [scores, model.gap_open])
+    got_grads = torch.autograd.grad(got.sum(), [scores, loaded.gap_open])
+    for g, e in zip(got_grads, expected_grads):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph(device):
+    torch._dynamo.reset()
+    model = SoftAlignModel().to(device)
+    compiled = torch.compile(model, fullgraph=True)
+    scores = torch.randn(3, 6, 7, dtype=torch.float64, device=device, requires_grad=True)
+    lengths = torch.tensor([6, 3, 0], device=device)
+    expected = model(scores, lengths)
+    got = compiled(scores, lengths)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), scores)
+    (got_grad,) = torch.autograd.grad(got.sum(), scores)
+    torch.testing.assert_close(got_grad, expected_grad, rtol=0, atol=0)
+
+
+def test_number_overload_matches_tensor_overload():
+    scores = torch.randn(2, 5, 4)
+    by_number = torch.ops.softalign.smith_waterman(scores, -1.0, -0.3, temperature=0.5)
+    by_tensor = torch.ops.softalign.smith_waterman(scores, torch.tensor(-1.0),
+                                                   torch.tensor(-0.3), temperature=0.5)
+    torch.testing.assert_close(by_number, by_tensor, rtol=0, atol=0)
