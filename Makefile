@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 
-.PHONY: setup build demo test test-py test-cpp bench clean
+.PHONY: setup build build-cuda demo test bench clean
 
 setup:
 	@bash tools/setup.sh
@@ -14,6 +14,11 @@ setup:
 build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The CUDA backend for Hopper (sm_90a); compiles and links anywhere nvcc is, runs on a GPU.
+build-cuda: setup
+	TORCH_CUDA_ARCH_LIST=$${TORCH_CUDA_ARCH_LIST:-9.0a} cmake -S . -B $(BUILD)-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOFTALIGN_WITH_CUDA=ON $(CMAKE_FLAGS) > $(BUILD)-cuda.configure.log 2>&1 || (cat $(BUILD)-cuda.configure.log; exit 1)
+	cmake --build $(BUILD)-cuda -j $(JOBS)
 
 demo: build
 	$(PYTHON) examples/demo.py
@@ -26,4 +31,4 @@ bench: build
 	$(PYTHON) examples/benchmark.py
 
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD)-cuda $(BUILD)*.configure.log
