@@ -61,9 +61,15 @@ SOFTALIGN_UNROLL
   for (int k = 1; k < K; ++k) m = nan_max(m, x[k]);
   if (t == T(0) || !is_finite(m)) return m;
   const T inv_t = T(1) / t;
-  T sum = T(0);
+  // DESIGN: the maximal term contributes exp(0) = 1 exactly; issue only K - 1 exps.
+  T sum = T(1);
+  bool skipped = false;
 SOFTALIGN_UNROLL
-  for (int k = 0; k < K; ++k) sum += exp_((x[k] - m) * inv_t);
+  for (int k = 0; k < K; ++k) {
+    const bool is_max = !skipped && x[k] == m;
+    skipped = skipped || is_max;
+    if (!is_max) sum += exp_((x[k] - m) * inv_t);
+  }
   return m + t * log_(sum);
 }
 
