@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# On the GPU machine: build the CUDA backend, run the CUDA tests, the sanitizers and the
+# benchmark. Every step logs to $OUT/<step>.log (OUT defaults to ./gpu_logs); $OUT/summary.log
+# lists each step's exit status. Exits non-zero when any step failed.
+#   bash tools/gpu_check.sh            everything
+#   bash tools/gpu_check.sh --no-bench  everything but the benchmark
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu_logs}
+mkdir -p "$OUT"
+: > "$OUT/summary.log"
+export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+export SOFTALIGN_LIBRARY=$ROOT/build-cuda/libsoftalign.so
+BENCH=1
+[ "${1:-}" = "--no-bench" ] && BENCH=0
+status=0
+
+# step NAME CMD...: runs CMD, tees its output to $OUT/NAME.log, records the exit status.
+step() {
+  local name=$1
+  shift
+  echo "=== $name: $*" | tee "$OUT/$name.log"
+  local start=$SECONDS
+  "$@" 2>&1 | tee -a "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name: rc=$rc ($((SECONDS - start)) s)" | tee -a "$OUT/$name.log" "$OUT/summary.log"
+  [ "$rc" -eq 0 ] || status=1
+  return "$rc"
+}
+
+step environment bash -c 'nvidia-smi; nvcc --version; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"'
+
+# -Xptxas -v: registers and spills of every kernel land in build.log.
+step configure env TORCH_CUDA_ARCH_LIST=9.0a cmake -S . -B build-cuda -G Ninja \
+  -DSOFTALIGN_WITH_CUDA=ON -DSOFTALIGN_BUILD_TESTS=OFF "-DCMAKE_CUDA_FLAGS=-Xptxas -v"
+step build cmake --build build-cuda -j "$(nproc)"
+if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
+  echo "no $SOFTALIGN_LIBRARY: stopping" | tee -a "$OUT/summary.log"
+  exit 1
+fi
+
+# How many exp2/log2 (MUFU) each kernel issues, and whether anything went to local memory.
+sass_counts() {
+  cuobjdump --dump-sass "$SOFTALIGN_LIBRARY" | awk '
+    function report() { if (name != "") printf "%-12s %6d %4d %4d %4d %4d  %s\n", "", n, ex2, lg2, ldl, stl, name }
+    BEGIN { print "             instr  EX2  LG2  LDL  STL  kernel" }
+    /Function :/ { report(); name = $3; n = ex2 = lg2 = ldl = stl = 0; next }
+    /\/\*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]\*\// { n++ }
+    /MUFU\.EX2/ { ex2++ }
+    /MUFU\.LG2/ { lg2++ }
+    /LDL/ { ldl++ }
+    /STL/ { stl++ }
+    END { report() }'
+}
+if command -v cuobjdump > /dev/null; then
+  step sass sass_counts
+fi
+
+# CUDA vs CPU: the fast forward (default), then the general forward (thread per item).
+step smoke python3 tools/cuda_smoke.py
+step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
+
+step pytest python3 -m pytest -q test_py -k cuda
+
+# Sanitizers over a few small cases of each model (forward + backward); no caching allocator,
+# so that memcheck sees every allocation's bounds.
+step memcheck env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+  --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
+step memcheck_general env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SOFTALIGN_CUDA_GENERAL=1 \
+  compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
+step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 \
+  python3 tools/cuda_smoke.py --tiny
+step synccheck compute-sanitizer --tool synccheck --error-exitcode 1 \
+  python3 tools/cuda_smoke.py --tiny
+
+if [ "$BENCH" -eq 1 ]; then
+  step benchmark python3 examples/benchmark.py --device cuda
+fi
+
+echo "=== summary"
+cat "$OUT/summary.log"
+exit "$status"
