@@ -4,6 +4,7 @@
 # lists each step's exit status. Exits non-zero when any step failed.
 #   bash tools/gpu_check.sh            everything
 #   bash tools/gpu_check.sh --no-bench  everything but the benchmark
+#   BENCH_ARGS=--quick bash tools/gpu_check.sh   a short benchmark
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -75,7 +76,7 @@ step synccheck compute-sanitizer --tool synccheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny
 
 if [ "$BENCH" -eq 1 ]; then
-  step benchmark python3 examples/benchmark.py --device cuda
+  step benchmark python3 examples/benchmark.py --device cuda ${BENCH_ARGS:-}
 fi
 
 echo "=== summary"
