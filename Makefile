@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 
-.PHONY: setup build build-cuda demo test bench clean
+.PHONY: setup build build-cuda demo test bench deploy-check clean
 
 setup:
 	@bash tools/setup.sh
@@ -29,6 +29,11 @@ test: build
 
 bench: build
 	$(PYTHON) examples/benchmark.py
+
+# Install to a temporary prefix, build examples/cpp_app against it, run the C++ API, TorchScript
+# and AOTInductor programs and the torch.export check, comparing numbers with Python's.
+deploy-check: build
+	BUILD=$(BUILD) PYTHON=$(PYTHON) bash tools/check_deployment.sh --no-build
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-cuda $(BUILD)*.configure.log

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Deployment check (issue 4): what a C++ user and a Python-to-C++ user do, each asserting numbers
+# against Python's torch.ops.softalign results.
+#   1. cmake --install the library into a fresh prefix; check the files of the CMake package;
+#   2. configure and build examples/cpp_app against that prefix (find_package(softalign));
+#   3. align_cli (the C++ API) vs examples/cpp_app/align_reference.py;
+#   4. a TorchScript model saved by examples/export_torchscript.py, run by run_torchscript;
+#   5. examples/export_check.py: torch.export (strict, non-strict, dynamic shapes) equals eager,
+#      AOTInductor packaging, and the package run from C++ by run_aoti.
+#
+#   bash tools/check_deployment.sh              builds the library first (make build)
+#   bash tools/check_deployment.sh --no-build   uses $BUILD as it is (make deploy-check)
+# BUILD (default build) is the library's build folder; KEEP=1 keeps the work folder;
+# SOFTALIGN_ALLOW_NO_AOTI=1 lets a torch without AOTInductor support pass (printing why).
+# Exits non-zero on any failure or mismatch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${BUILD:-build}
+PYTHON=${PYTHON:-python3}
+TOL=1e-6
+[ "${1:-}" = "--no-build" ] || make -s build BUILD="$BUILD"
+[ -f "$BUILD/libsoftalign.so" ] || { echo "no $BUILD/libsoftalign.so: run make build" >&2; exit 1; }
+
+WORK=$(mktemp -d /tmp/softalign-deploy.XXXXXX)
+if [ "${KEEP:-0}" = 1 ]; then echo "work folder: $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
+PREFIX=$WORK/prefix
+# A cold AOTInductor cache of our own: the package is compiled in this run, not reused.
+export TORCHINDUCTOR_CACHE_DIR=$WORK/inductor-cache
+START=$SECONDS
+step_start=$SECONDS
+step() {  # step NAME: prints the time the previous step took and this step's name
+  [ -z "${STEP:-}" ] || echo "    ($STEP: $((SECONDS - step_start)) s)"
+  STEP=$1
+  step_start=$SECONDS
+  echo "== $1"
+}
+compare() { "$PYTHON" tools/compare_numbers.py --tol "$TOL" "$@"; }
+# The C++ programs run from / without LD_LIBRARY_PATH: RPATHs alone must find every library.
+run_cpp() { (cd / && env -u LD_LIBRARY_PATH "$@"); }
+
+step "install $BUILD into $PREFIX"
+cmake --install "$BUILD" --prefix "$PREFIX" > "$WORK/install.log"
+for f in lib/libsoftalign.so include/softalign/softalign.h lib/cmake/softalign/softalignConfig.cmake \
+         lib/cmake/softalign/softalignConfigVersion.cmake lib/cmake/softalign/softalignTargets.cmake; do
+  [ -f "$PREFIX/$f" ] || { echo "missing from the install: $f" >&2; exit 1; }
+done
+built_cuda=$(sed -n 's/^SOFTALIGN_WITH_CUDA:BOOL=//p' "$BUILD/CMakeCache.txt")
+grep -q "^set(SOFTALIGN_WITH_CUDA ${built_cuda:-OFF})" "$PREFIX/lib/cmake/softalign/softalignConfig.cmake" ||
+  { echo "softalignConfig.cmake does not record SOFTALIGN_WITH_CUDA=${built_cuda:-OFF}" >&2; exit 1; }
+echo "package files present; SOFTALIGN_WITH_CUDA=${built_cuda:-OFF}"
+# Python below loads the installed library too: the same binary the C++ programs use.
+export SOFTALIGN_LIBRARY=$PREFIX/lib/libsoftalign.so
+
+step "configure and build examples/cpp_app against the installed package"
+TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+cmake -S examples/cpp_app -B "$WORK/app" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  "-DCMAKE_PREFIX_PATH=$PREFIX;$TORCH_PREFIX" > "$WORK/app-configure.log" 2>&1 ||
+  { cat "$WORK/app-configure.log"; exit 1; }
+grep "softalign .* from" "$WORK/app-configure.log"
+cmake --build "$WORK/app" -j "$(nproc)" > "$WORK/app-build.log" 2>&1 || { cat "$WORK/app-build.log"; exit 1; }
+
+step "align_cli (C++ API) vs torch.ops from Python"
+run_cpp "$WORK/app/align_cli" > "$WORK/align_cpp.txt"
+"$PYTHON" examples/cpp_app/align_reference.py > "$WORK/align_py.txt"
+compare "$WORK/align_py.txt" "$WORK/align_cpp.txt"
+
+step "TorchScript: scripted in Python, run from C++ by run_torchscript"
+"$PYTHON" examples/export_torchscript.py "$WORK/model.pt" > "$WORK/torchscript_py.txt"
+run_cpp "$WORK/app/run_torchscript" "$WORK/model.pt" > "$WORK/torchscript_cpp.txt"
+compare "$WORK/torchscript_py.txt" "$WORK/torchscript_cpp.txt"
+
+step "torch.export and AOTInductor (examples/export_check.py), the package run from C++ by run_aoti"
+aoti_status=0
+"$PYTHON" examples/export_check.py --aoti "$WORK/model.pt2" > "$WORK/export_py.txt" 2> "$WORK/export.log" ||
+  aoti_status=$?
+grep '^#' "$WORK/export_py.txt" || true
+if [ "$aoti_status" = 3 ] && [ "${SOFTALIGN_ALLOW_NO_AOTI:-0}" = 1 ]; then
+  echo "AOTInductor skipped (SOFTALIGN_ALLOW_NO_AOTI=1)"
+elif [ "$aoti_status" != 0 ]; then
+  cat "$WORK/export.log" >&2
+  echo "examples/export_check.py failed (exit $aoti_status)" >&2
+  exit 1
+else
+  run_cpp "$WORK/app/run_aoti" "$WORK/model.pt2" > "$WORK/aoti_cpp.txt"
+  compare "$WORK/export_py.txt" "$WORK/aoti_cpp.txt"
+fi
+echo "    ($STEP: $((SECONDS - step_start)) s)"
+echo "deployment check passed in $((SECONDS - START)) s"
