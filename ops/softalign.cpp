@@ -1,8 +1,9 @@
 // The schema of every op (declared once) and the C++ front end of include/softalign/softalign.h.
 #include "softalign/softalign.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
+
+#include "op_handles.h"
 
 namespace softalign {
 
@@ -28,28 +29,6 @@ TORCH_LIBRARY(softalign, m) {
 #undef SOFTALIGN_ARGS
 
 namespace {
-
-using ScoreOp = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                           double, const std::optional<at::Tensor>&,
-                           const std::optional<at::Tensor>&, c10::string_view, c10::string_view);
-using AlignmentOp = std::tuple<at::Tensor, at::Tensor>(
-    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
-    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
-    c10::string_view);
-
-c10::TypedOperatorHandle<ScoreOp>& score_op() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("softalign::smith_waterman", "tensor")
-                       .typed<ScoreOp>();
-  return op;
-}
-
-c10::TypedOperatorHandle<AlignmentOp>& alignment_op() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("softalign::smith_waterman_alignment", "tensor")
-                       .typed<AlignmentOp>();
-  return op;
-}
 
 // A number penalty becomes a 0-d tensor in the dtype the kernels compute in.
 at::Tensor penalty_tensor(double value, const at::Tensor& scores) {

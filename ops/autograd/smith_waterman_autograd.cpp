@@ -1,6 +1,5 @@
 // Autograd for softalign::smith_waterman: the backward is its own op (with CPU and CUDA
 // kernels), so TorchScript and pure C++ programs get gradients without Python.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -8,33 +7,13 @@
 #include <string>
 #include <tuple>
 
+#include "../op_handles.h"
+
 namespace softalign {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-using ScoreOp = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                           double, const std::optional<at::Tensor>&,
-                           const std::optional<at::Tensor>&, c10::string_view, c10::string_view);
-using BackwardOp = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-    double, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
-    c10::string_view);
-
-c10::TypedOperatorHandle<ScoreOp>& score_op() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("softalign::smith_waterman", "tensor")
-                       .typed<ScoreOp>();
-  return op;
-}
-
-c10::TypedOperatorHandle<BackwardOp>& backward_op() {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("softalign::_smith_waterman_backward", "")
-                       .typed<BackwardOp>();
-  return op;
-}
 
 std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;

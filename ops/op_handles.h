@@ -1,0 +1,44 @@
+// Typed handles of the schema'd ops, found once in the dispatcher: the C++ front end and the
+// autograd Function call the ops through them (so every backend and key is honoured).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <tuple>
+
+namespace softalign {
+
+using ScoreOp = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                           double, const std::optional<at::Tensor>&,
+                           const std::optional<at::Tensor>&, c10::string_view, c10::string_view);
+using AlignmentOp = std::tuple<at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::string_view);
+using BackwardOp = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+    double, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::string_view);
+
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
+}
+
+inline const c10::TypedOperatorHandle<ScoreOp>& score_op() {
+  static const auto op = find_op<ScoreOp>("softalign::smith_waterman", "tensor");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<AlignmentOp>& alignment_op() {
+  static const auto op = find_op<AlignmentOp>("softalign::smith_waterman_alignment", "tensor");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<BackwardOp>& backward_op() {
+  static const auto op = find_op<BackwardOp>("softalign::_smith_waterman_backward", "");
+  return op;
+}
+
+}  // namespace softalign
