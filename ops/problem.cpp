@@ -4,12 +4,31 @@
 #include <ATen/OpMathType.h>
 
 #include <cmath>
+#include <limits>
 
 namespace softalign {
 namespace {
 
 at::ScalarType compute_dtype(at::ScalarType t) {
   return t == at::kDouble ? at::kDouble : at::kFloat;  // half and bfloat16 compute in float32
+}
+
+// The kernels compute in the compute dtype and multiply by 1 / t: a t > 0 outside that dtype's
+// normal range would round to inf (float32) or overflow 1 / t, and turn ties into NaN.
+template <typename T>
+void check_temperature_in(double temperature, at::ScalarType dtype) {
+  const double lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+  TORCH_CHECK(temperature == 0 || (temperature >= lo && temperature <= hi),
+              "temperature must be 0 or within [", lo, ", ", hi, "], the normal range of ", dtype,
+              " (the dtype the scores are computed in), got ", temperature);
+}
+
+void check_temperature_range(double temperature, at::ScalarType dtype) {
+  if (dtype == at::kDouble) {
+    check_temperature_in<double>(temperature, dtype);
+  } else {
+    check_temperature_in<float>(temperature, dtype);
+  }
 }
 
 // A penalty as (1|B, 1|M, 1|N): SPEC Notation's accepted shapes, 1-D meaning one per item.
@@ -82,6 +101,7 @@ Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
               "reduction must be \"max\" or \"soft\", got \"", reduction, "\"");
   TORCH_CHECK(std::isfinite(temperature) && temperature >= 0,
               "temperature must be finite and >= 0, got ", temperature);
+  check_temperature_range(temperature, compute_dtype(scores.scalar_type()));
 
   Problem p;
   p.unbatched = scores.dim() == 2;
