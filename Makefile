@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 
-.PHONY: setup build build-cuda demo test bench deploy-check clean
+.PHONY: setup build build-cuda demo train test bench deploy-check clean
 
 setup:
 	@bash tools/setup.sh
@@ -22,6 +22,11 @@ build-cuda: setup
 
 demo: build
 	$(PYTHON) examples/demo.py
+
+# Learn a substitution matrix + affine gaps on synthetic families (CPU, well under a minute);
+# writes the soft alignment heatmap of a held-out pair to $(BUILD)/train_alignment.png.
+train: build
+	$(PYTHON) examples/train.py --plot $(BUILD)/train_alignment.png
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure

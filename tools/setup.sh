@@ -12,3 +12,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 python3 -c 'import torch, numpy, pytest, hypothesis; assert torch.__version__.startswith("2.11.0")' 2>/dev/null ||
   python3 -m pip install -q -r requirements.txt
+# Optional (examples/train.py --plot): never fails the setup.
+python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib ||
+  echo "setup: matplotlib not installed; examples/train.py --plot needs it" >&2
