@@ -20,14 +20,32 @@
 namespace softalign {
 namespace dp {
 
+// The cell math below is generic over the value type V: a scalar (float, double: CPU and CUDA
+// alike) or a SIMD pack of items (ops/cpu/pack.h, one lane per item, DESIGN "CPU"). For a pack,
+// comparisons give masks, select blends, and any/all ask whether some/every lane is set; the
+// pack type provides these (and exp_/log_) next to itself, found by argument-dependent lookup.
+template <typename V>
+struct Lanes {
+  using Scalar = V;  // a pack type specialises this with its element type
+};
+template <typename V>
+using scalar_of = typename Lanes<V>::Scalar;
+
+SOFTALIGN_HD bool any(bool m) { return m; }
+SOFTALIGN_HD bool all(bool m) { return m; }
+template <typename T>
+SOFTALIGN_HD T select(bool m, T a, T b) {
+  return m ? a : b;
+}
+
 template <typename T>
 SOFTALIGN_HD T neg_inf() {
   return -static_cast<T>(INFINITY);
 }
 
 template <typename T>
-SOFTALIGN_HD bool is_finite(T x) {
-  return x > neg_inf<T>() && x < static_cast<T>(INFINITY);  // false for NaN too
+SOFTALIGN_HD auto is_finite(T x) {
+  return (x > neg_inf<T>()) & (x < static_cast<T>(INFINITY));  // false for NaN too
 }
 
 // On the GPU, float32 takes one MUFU.EX2 / MUFU.LG2 each (DESIGN "base 2"): the arguments here
@@ -53,62 +71,104 @@ SOFTALIGN_HD T log_(T x) {
 }
 
 // max that propagates NaN (std::fmax would drop it): a NaN score must reach its item's result.
-template <typename T>
-SOFTALIGN_HD T nan_max(T a, T b) {
-  return (a > b || a != a) ? a : b;
+template <typename V>
+SOFTALIGN_HD V nan_max(V a, V b) {
+  return select((a > b) | (a != a), a, b);
+}
+
+// sum_k exp((x_k - m) / t) with m = max_k x_k (not NaN): the maximal term contributes exp(0) = 1
+// exactly, so only K - 1 exps are issued (DESIGN). A scalar skips the first maximal term; a pack
+// (whose lanes have their maxima at different k) sorts the terms with a min/max network instead,
+// leaving the K - 1 non-maximal ones. Both are the same sum, in a different order.
+template <typename V, int K>
+SOFTALIGN_HD V sum_exp_below_max(const V (&x)[K], V m, V inv_t) {
+  V sum = V(1);
+  if constexpr (std::is_floating_point_v<V>) {
+    bool skipped = false;
+SOFTALIGN_UNROLL
+    for (int k = 0; k < K; ++k) {
+      const bool is_max = !skipped && x[k] == m;
+      skipped = skipped || is_max;
+      if (!is_max) sum += exp_((x[k] - m) * inv_t);
+    }
+  } else {
+    static_assert(K >= 2 && K <= 4, "the network covers 2, 3 or 4 terms");
+    V rest[K - 1];
+    if constexpr (K == 2) {
+      rest[0] = fast_min(x[0], x[1]);
+    } else {
+      const V hi01 = fast_max(x[0], x[1]);
+      rest[0] = fast_min(x[0], x[1]);
+      if constexpr (K == 3) {
+        rest[1] = fast_min(hi01, x[2]);
+      } else {
+        const V hi23 = fast_max(x[2], x[3]);
+        rest[1] = fast_min(x[2], x[3]);
+        rest[2] = fast_min(hi01, hi23);
+      }
+    }
+    for (int k = 0; k < K - 1; ++k) sum += exp_((rest[k] - m) * inv_t);
+  }
+  return sum;
 }
 
 // SPEC "smax_t": t * log(sum_k exp(x_k / t)), stably; t == 0 is max; all -inf gives -inf.
-template <typename T, int K>
-SOFTALIGN_HD T smax(const T (&x)[K], T t) {
-  T m = x[0];
+template <typename V, int K>
+SOFTALIGN_HD V smax(const V (&x)[K], scalar_of<V> t) {
+  using T = scalar_of<V>;
+  V m = x[0];
 SOFTALIGN_UNROLL
   for (int k = 1; k < K; ++k) m = nan_max(m, x[k]);
-  if (t == T(0) || !is_finite(m)) return m;
-  const T inv_t = T(1) / t;
-  // DESIGN: the maximal term contributes exp(0) = 1 exactly; issue only K - 1 exps.
-  T sum = T(1);
-  bool skipped = false;
+  if (t == T(0)) return m;
+  const auto finite = is_finite(m);
+  if (!any(finite)) return m;
+  const V inv_t = V(T(1) / t);
+  const V sum = sum_exp_below_max(x, m, inv_t);
+  return select(finite, m + V(t) * log_(sum), m);
+}
+
+// One-hot on the first maximal term (SPEC's tie order); zero where m is -inf or NaN.
+template <typename V, int K>
+SOFTALIGN_HD void hard_weights(const V (&x)[K], V m, V (&w)[K]) {
+  const auto dead = m == neg_inf<V>();
+  auto taken = dead;
 SOFTALIGN_UNROLL
   for (int k = 0; k < K; ++k) {
-    const bool is_max = !skipped && x[k] == m;
-    skipped = skipped || is_max;
-    if (!is_max) sum += exp_((x[k] - m) * inv_t);
+    const auto hit = x[k] == m;
+    w[k] = select(hit & !taken, V(1), V(0));
+    taken = taken | hit;
   }
-  return m + t * log_(sum);
 }
 
 // DESIGN "weights": w_k = d smax_t / d x_k = softmax(x / t); one-hot on the first maximal
 // term when t == 0 (SPEC's tie order) or when the max is +inf; all zero when the max is -inf.
-template <typename T, int K>
-SOFTALIGN_HD void smax_weights(const T (&x)[K], T t, T (&w)[K]) {
-  T m = x[0];
+template <typename V, int K>
+SOFTALIGN_HD void smax_weights(const V (&x)[K], scalar_of<V> t, V (&w)[K]) {
+  using T = scalar_of<V>;
+  V m = x[0];
 SOFTALIGN_UNROLL
   for (int k = 1; k < K; ++k) m = nan_max(m, x[k]);
-  if (m == neg_inf<T>()) {
-SOFTALIGN_UNROLL
-    for (int k = 0; k < K; ++k) w[k] = T(0);
+  const auto finite = is_finite(m);
+  if (t == T(0) || !any(finite)) {
+    hard_weights(x, m, w);
     return;
   }
-  if (t == T(0) || !is_finite(m)) {
-    bool taken = false;
-SOFTALIGN_UNROLL
-    for (int k = 0; k < K; ++k) {
-      w[k] = (!taken && x[k] == m) ? T(1) : T(0);
-      taken = taken || x[k] == m;
-    }
-    return;
-  }
-  const T inv_t = T(1) / t;
-  T sum = T(0);
+  const V inv_t = V(T(1) / t);
+  V sum = V(0);
 SOFTALIGN_UNROLL
   for (int k = 0; k < K; ++k) {
     w[k] = exp_((x[k] - m) * inv_t);
     sum += w[k];
   }
-  const T inv_sum = T(1) / sum;
+  const V inv_sum = V(1) / sum;
 SOFTALIGN_UNROLL
   for (int k = 0; k < K; ++k) w[k] *= inv_sum;
+  if (!all(finite)) {  // packs only: some lanes take the one-hot weights
+    V h[K];
+    hard_weights(x, m, h);
+SOFTALIGN_UNROLL
+    for (int k = 0; k < K; ++k) w[k] = select(finite, w[k], h[k]);
+  }
 }
 
 // The start term of local alignment (SPEC's "0"); global drops it, which -inf does exactly.

@@ -1,18 +1,95 @@
-// CPU backend: items spread over threads with at::parallel_for, each item's DP swept in
+// CPU backend: items spread over threads with at::parallel_for. float32 batches go through the
+// SIMD sweep (lanes.h: W items per group, in lockstep); the rest, each item's DP swept in
 // row-major order by sweep.h.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "../kernels.h"
+#include "lanes.h"
 
 namespace softalign {
+namespace cpu {
+
+#if defined(SOFTALIGN_LANES_AVX2)
+const LanesKernels* lanes_kernels_avx2();
+#endif
+
+const LanesKernels* lanes_kernels() {
+  static const LanesKernels* const kernels = []() -> const LanesKernels* {
+    const char* off = std::getenv("SOFTALIGN_CPU_LANES");  // "0": the per-item sweep only
+    if (off && std::strcmp(off, "0") == 0) return nullptr;
+#if defined(SOFTALIGN_LANES_AVX2)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      return lanes_kernels_avx2();
+    }
+#endif
+    return nullptr;
+  }();
+  return kernels;
+}
+
+}  // namespace cpu
+
 namespace {
+
+// The items in groups of `width` lanes, -1 filling the last group. Items of similar lengths
+// share a group (sorted by block, largest first), so a group sweeps little outside its blocks.
+std::vector<int64_t> lane_groups(const ProblemView<float>& v, int64_t batch, int width) {
+  std::vector<int64_t> order(batch);
+  std::iota(order.begin(), order.end(), 0);
+  if (v.lengths_a || v.lengths_b) {
+    auto block = [&](int64_t b) {
+      return std::make_pair(v.lengths_a ? v.lengths_a[b] : v.M, v.lengths_b ? v.lengths_b[b] : v.N);
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return block(x) > block(y); });
+  }
+  order.resize((batch + width - 1) / width * width, -1);
+  return order;
+}
+
+// The SIMD sweep takes every float32 call where the CPU has the ISA, a batch of one included:
+// an item's bits must not depend on the batch around it (the lanes' exp/log are not libm's).
+template <typename T>
+bool lanes_apply(const Problem& p) {
+  return std::is_same_v<T, float> && p.batch() >= 1 && cpu::lanes_kernels() != nullptr;
+}
+
+void forward_lanes(const Problem& p, at::Tensor& score) {
+  const cpu::LanesKernels* k = cpu::lanes_kernels();
+  const ProblemView<float> v = view_of<float>(p);
+  const std::vector<int64_t> groups = lane_groups(v, p.batch(), k->width);
+  float* out = score.data_ptr<float>();
+  const bool affine = p.affine();
+  at::parallel_for(0, int64_t(groups.size()) / k->width, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t gi = begin; gi < end; ++gi) k->forward(v, affine, &groups[gi * k->width], out);
+  });
+}
+
+void forward_backward_lanes(const Problem& p, const at::Tensor& grad, ProblemGrads& out) {
+  const cpu::LanesKernels* k = cpu::lanes_kernels();
+  const ProblemView<float> v = view_of<float>(p);
+  const GradsView<float> gv = view_of<float>(out);
+  const std::vector<int64_t> groups = lane_groups(v, p.batch(), k->width);
+  const float* grad_of = grad.data_ptr<float>();
+  float* score = out.score.data_ptr<float>();
+  const bool affine = p.affine();
+  at::parallel_for(0, int64_t(groups.size()) / k->width, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t gi = begin; gi < end; ++gi)
+      k->forward_backward(v, affine, &groups[gi * k->width], grad_of, score, gv);
+  });
+}
 
 template <typename T, bool kAffine>
 void forward_items(const Problem& p, at::Tensor& score) {
+  if (lanes_apply<T>(p)) return forward_lanes(p, score);
   using Model = dp::Model<T, kAffine>;
   const ProblemView<T> v = view_of<T>(p);
   T* out = score.data_ptr<T>();
@@ -30,6 +107,7 @@ void forward_items(const Problem& p, at::Tensor& score) {
 
 template <typename T, bool kAffine>
 void forward_backward_items(const Problem& p, const at::Tensor& grad, ProblemGrads& out) {
+  if (lanes_apply<T>(p)) return forward_backward_lanes(p, grad, out);
   using Model = dp::Model<T, kAffine>;
   const ProblemView<T> v = view_of<T>(p);
   const GradsView<T> gv = view_of<T>(out);

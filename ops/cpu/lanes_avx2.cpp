@@ -1,0 +1,18 @@
+// The SIMD sweep (sweep_lanes.h) for AVX2 + FMA: 8 float32 lanes. Built with -mavx2 -mfma;
+// everything it compiles lives in namespace softalign::avx2 or takes its Pack types.
+#define SOFTALIGN_PACK_NAMESPACE avx2
+#include "../views.h"
+#include "pack.h"
+#include "sweep_lanes.h"
+#include "lanes.h"
+
+namespace softalign {
+namespace cpu {
+
+const LanesKernels* lanes_kernels_avx2() {
+  static const LanesKernels kernels{8, &avx2::forward_lanes<8>, &avx2::forward_backward_lanes<8>};
+  return &kernels;
+}
+
+}  // namespace cpu
+}  // namespace softalign

@@ -1,0 +1,196 @@
+// A SIMD pack of W float32 lanes (one lane per batch item, DESIGN "CPU") with the operators the
+// cell math of recurrence.h uses: arithmetic, comparisons giving a Mask, select, and exp/log.
+// GCC/Clang vector extensions: the translation unit's -m flags pick the instructions (AVX2 + FMA
+// for W = 8, AVX-512 for W = 16). Include it only from a per-ISA translation unit, inside that
+// unit's own namespace (SOFTALIGN_PACK_NAMESPACE), so no inline function compiled for one ISA
+// can be picked by the linker for code that runs on another.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#ifndef SOFTALIGN_PACK_NAMESPACE
+#error "define SOFTALIGN_PACK_NAMESPACE (one per instruction set) before including pack.h"
+#endif
+
+namespace softalign {
+namespace SOFTALIGN_PACK_NAMESPACE {
+
+// The vector types of W lanes (GCC ignores vector_size on a type that depends on W).
+template <int W>
+struct VectorOf;
+template <>
+struct VectorOf<8> {
+  typedef float F __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+};
+template <>
+struct VectorOf<16> {
+  typedef float F __attribute__((vector_size(64)));
+  typedef int32_t I __attribute__((vector_size(64)));
+};
+
+template <int W>
+struct Mask {
+  using V = typename VectorOf<W>::I;
+  V v;  // all ones (true) or all zeros (false) per lane
+
+  friend Mask operator&(Mask a, Mask b) { return {a.v & b.v}; }
+  friend Mask operator|(Mask a, Mask b) { return {a.v | b.v}; }
+  friend Mask operator!(Mask a) { return {~a.v}; }
+  static Mask none() { return {V{} }; }
+};
+
+template <int W>
+inline bool any(Mask<W> m) {
+  bool r = false;
+  for (int l = 0; l < W; ++l) r |= m.v[l] != 0;
+  return r;
+}
+
+template <int W>
+inline bool all(Mask<W> m) {
+  bool r = true;
+  for (int l = 0; l < W; ++l) r &= m.v[l] != 0;
+  return r;
+}
+
+template <int W>
+struct Int {
+  using V = typename VectorOf<W>::I;
+  V v;
+  Int() = default;
+  Int(int32_t x) { v = V{} + x; }
+  static Int of(V x) { Int r; r.v = x; return r; }
+  friend Mask<W> operator==(Int a, Int b) { return {a.v == b.v}; }
+  friend Mask<W> operator<=(Int a, Int b) { return {a.v <= b.v}; }
+};
+
+template <int W>
+struct Pack {
+  using V = typename VectorOf<W>::F;
+  V v;
+
+  Pack() = default;
+  Pack(float x) { v = V{} + x; }  // broadcast, as the cell math's T(0), T(1) expect
+  static Pack of(V x) { Pack r; r.v = x; return r; }
+  static Pack load(const float* p) { Pack r; std::memcpy(&r.v, p, sizeof(V)); return r; }
+  void store(float* p) const { std::memcpy(p, &v, sizeof(V)); }
+  float operator[](int l) const { return v[l]; }
+  void set(int l, float x) { v[l] = x; }
+
+  friend Pack operator+(Pack a, Pack b) { return of(a.v + b.v); }
+  friend Pack operator-(Pack a, Pack b) { return of(a.v - b.v); }
+  friend Pack operator*(Pack a, Pack b) { return of(a.v * b.v); }
+  friend Pack operator/(Pack a, Pack b) { return of(a.v / b.v); }
+  friend Pack operator-(Pack a) { return of(-a.v); }
+  Pack& operator+=(Pack b) { v += b.v; return *this; }
+  Pack& operator*=(Pack b) { v *= b.v; return *this; }
+  friend Mask<W> operator>(Pack a, Pack b) { return {a.v > b.v}; }
+  friend Mask<W> operator<(Pack a, Pack b) { return {a.v < b.v}; }
+  friend Mask<W> operator<=(Pack a, Pack b) { return {a.v <= b.v}; }
+  friend Mask<W> operator==(Pack a, Pack b) { return {a.v == b.v}; }
+  friend Mask<W> operator!=(Pack a, Pack b) { return {a.v != b.v}; }
+};
+
+template <int W>
+inline Pack<W> select(Mask<W> m, Pack<W> a, Pack<W> b) {
+  return Pack<W>::of(m.v ? a.v : b.v);
+}
+template <int W>
+inline Int<W> select(Mask<W> m, Int<W> a, Int<W> b) {
+  return Int<W>::of(m.v ? a.v : b.v);
+}
+
+// min/max without NaN care (vminps/vmaxps): only for values whose NaN lanes are discarded.
+template <int W>
+inline Pack<W> fast_min(Pack<W> a, Pack<W> b) { return Pack<W>::of(a.v < b.v ? a.v : b.v); }
+template <int W>
+inline Pack<W> fast_max(Pack<W> a, Pack<W> b) { return Pack<W>::of(a.v > b.v ? a.v : b.v); }
+
+namespace detail {
+template <int W>
+inline typename Pack<W>::V from_bits(typename Int<W>::V i) {
+  typename Pack<W>::V f;
+  std::memcpy(&f, &i, sizeof(f));
+  return f;
+}
+template <int W>
+inline typename Int<W>::V to_bits(typename Pack<W>::V f) {
+  typename Int<W>::V i;
+  std::memcpy(&i, &f, sizeof(i));
+  return i;
+}
+}  // namespace detail
+
+// exp, Cephes-style: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2]; about 1 ulp. Exact at 0
+// (exp(0) = 1), 0 below -87.3 and for -inf, +inf above 88.7, NaN in, NaN out.
+template <int W>
+inline Pack<W> exp_(Pack<W> a) {
+  using F = typename Pack<W>::V;
+  using I = typename Int<W>::V;
+  const F x0 = a.v;
+  F x = x0 < -87.33654f ? F{} - 87.33654f : x0;
+  x = x > 88.72283f ? F{} + 88.72283f : x;
+  const F magic = F{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F t = x * 1.44269504088896341f + magic;
+  const F n = t - magic;
+  const I ni = detail::to_bits<W>(t) - detail::to_bits<W>(magic);
+  F r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // 2^n in two halves, so n = 128 (x near 88.7) still lands in range.
+  const I h = ni >> 1;
+  const F s1 = detail::from_bits<W>((h + 127) << 23);
+  const F s2 = detail::from_bits<W>((ni - h + 127) << 23);
+  F y = p * s1 * s2;
+  y = x0 < -87.33654f ? F{} : y;
+  y = x0 > 88.72283f ? F{} + __builtin_inff() : y;
+  y = x0 != x0 ? x0 : y;
+  return Pack<W>::of(y);
+}
+
+// log, Cephes-style: x = 2^e * f, f in [sqrt(1/2), sqrt(2)), log f by a polynomial; about 1 ulp
+// for normal x. 0 -> -inf, +inf -> +inf, negative or NaN -> NaN (denormals are not expected:
+// the cell math takes logs of sums >= 1).
+template <int W>
+inline Pack<W> log_(Pack<W> a) {
+  using F = typename Pack<W>::V;
+  using I = typename Int<W>::V;
+  const F x0 = a.v;
+  const I bits = detail::to_bits<W>(x0);
+  I e = ((bits >> 23) & 0xff) - 126;
+  F f = detail::from_bits<W>((bits & 0x007fffff) | 0x3f000000);  // in [0.5, 1)
+  const I small = f < 0.707106781186547524f;
+  e = e + small;  // small is -1 where true
+  f = f + detail::from_bits<W>(detail::to_bits<W>(f) & small) - 1.0f;
+  const F ef = __builtin_convertvector(e, F);
+  const F z = f * f;
+  F p = F{} + 7.0376836292e-2f;
+  p = p * f + -1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f + -1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f + -1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f + -2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  F y = p * f * z;
+  y = y + ef * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  y = f + y + ef * 0.693359375f;
+  y = x0 == 0.0f ? F{} - __builtin_inff() : y;
+  y = x0 < 0.0f ? F{} + __builtin_nanf("") : y;
+  y = x0 == __builtin_inff() ? x0 : y;
+  y = x0 != x0 ? x0 : y;
+  return Pack<W>::of(y);
+}
+
+}  // namespace SOFTALIGN_PACK_NAMESPACE
+}  // namespace softalign

@@ -1,0 +1,555 @@
+// sweep.h's row-major forward and adjoint, run for W items at once, one per lane of a Pack.
+// The cells are recurrence.h's, computed on packs; this file only orders them and keeps each
+// item to its own (m, n) block: the group sweeps the largest block of its items, and a lane's
+// result and gradients take only cells inside its block (cells outside it depend on cells
+// inside, never the other way; their adjoint stays exactly zero, and pushes are masked so that
+// 0 * NaN never leaks in). Included by one translation unit per instruction set, after pack.h,
+// inside that unit's namespace.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+namespace softalign {
+namespace dp {
+template <int W>
+struct Lanes<SOFTALIGN_PACK_NAMESPACE::Pack<W>> {
+  using Scalar = float;
+};
+}  // namespace dp
+
+namespace SOFTALIGN_PACK_NAMESPACE {
+
+// A zero-filled heap array (no std containers: their inline code would be compiled for this
+// ISA and might be shared with other translation units).
+template <typename E>
+struct Buffer {
+  E* p = nullptr;
+  explicit Buffer(int64_t count) {
+    p = static_cast<E*>(std::aligned_alloc(64, ((count * sizeof(E) + 63) / 64) * 64));
+    std::memset(static_cast<void*>(p), 0, count * sizeof(E));
+  }
+  ~Buffer() { std::free(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  E& operator[](int64_t k) const { return p[k]; }
+};
+
+inline int64_t clamp_index(int k) { return k > 0 ? k - 1 : 0; }  // SPEC: G[max(i,1)-1]...
+
+// The W lanes' items: which item, its block, where its inputs are.
+template <int W>
+struct Group {
+  int64_t b[W];
+  bool valid[W];  // false for lanes that repeat another lane's item to fill the group
+  int m[W], n[W];
+  int mmax = 0, nmax = 0;
+  Int<W> mi, ni;
+
+  Group(const ProblemView<float>& p, const int64_t* items) {
+    int64_t first = -1;
+    for (int l = 0; l < W; ++l)
+      if (items[l] >= 0 && first < 0) first = items[l];
+    for (int l = 0; l < W; ++l) {
+      valid[l] = items[l] >= 0;
+      b[l] = valid[l] ? items[l] : first;
+      m[l] = static_cast<int>(p.lengths_a ? p.lengths_a[b[l]] : p.M);
+      n[l] = static_cast<int>(p.lengths_b ? p.lengths_b[b[l]] : p.N);
+      mmax = m[l] > mmax ? m[l] : mmax;
+      nmax = n[l] > nmax ? n[l] : nmax;
+      mi.v[l] = m[l];
+      ni.v[l] = n[l];
+    }
+  }
+};
+
+// One penalty of the W items, staged for row i as a pack per column j = 0..nmax.
+template <int W>
+struct PenaltyRow {
+  using P = Pack<W>;
+  const float* base[W];
+  int64_t si = 0, sj = 0;
+  int nmax;
+  Buffer<float> row;
+
+  PenaltyRow(const Group<W>& g, const float* data, int64_t sb, int64_t si_, int64_t sj_)
+      : si(si_), sj(sj_), nmax(g.nmax), row(int64_t(g.nmax + 1) * W) {
+    for (int l = 0; l < W; ++l) base[l] = data ? data + g.b[l] * sb : nullptr;
+    if (data && si == 0 && sj == 0) fill(0);
+  }
+  void stage(int i) {
+    if (base[0] && (si != 0 || sj != 0)) fill(i);
+  }
+  void fill(int i) {
+    for (int l = 0; l < W; ++l) {
+      const float* src = base[l] + clamp_index(i) * si;
+      for (int j = 0; j <= nmax; ++j) row[int64_t(j) * W + l] = src[clamp_index(j) * sj];
+    }
+  }
+  P at(int j) const { return P::load(row.p + int64_t(j) * W); }
+};
+
+// The gradient of one penalty of the W items: a running pack when the penalty is one value
+// per item, else a row of packs added to the items' planes once the row is done.
+template <int W>
+struct PenaltyGradRow {
+  using P = Pack<W>;
+  float* base[W];
+  int64_t si = 0, sj = 0;
+  bool one_value;
+  P total = P(0.0f);
+  Buffer<float> row;
+
+  PenaltyGradRow(const Group<W>& g, float* data, int64_t sb, int64_t si_, int64_t sj_)
+      : si(si_), sj(sj_), one_value(si_ == 0 && sj_ == 0), row(int64_t(g.nmax + 1) * W) {
+    for (int l = 0; l < W; ++l) base[l] = data ? data + g.b[l] * sb : nullptr;
+  }
+  void add(int j, P x) {
+    if (one_value) {
+      total += x;
+    } else {
+      float* r = row.p + int64_t(j) * W;
+      (P::load(r) + x).store(r);
+    }
+  }
+  // Row i is done: add it to the items whose block holds it.
+  void flush(const Group<W>& g, int i) {
+    if (one_value || !base[0]) return;
+    for (int l = 0; l < W; ++l) {
+      if (!g.valid[l] || i > g.m[l]) continue;
+      float* dst = base[l] + clamp_index(i) * si;
+      for (int j = 0; j <= g.n[l]; ++j) dst[clamp_index(j) * sj] += row[int64_t(j) * W + l];
+    }
+    std::memset(static_cast<void*>(row.p), 0, sizeof(float) * (g.nmax + 1) * W);
+  }
+  void finish(const Group<W>& g) {
+    if (!one_value || !base[0]) return;
+    for (int l = 0; l < W; ++l)
+      if (g.valid[l]) base[l][0] += total[l];
+  }
+};
+
+// sweep.h's LocalEnd with a lane per item; `in` masks the cells of each item's block.
+template <int W>
+struct LocalEndLanes {
+  using P = Pack<W>;
+  using I = Int<W>;
+  bool soft;
+  float t;
+  P inv_t;
+  P best = P(0.0f);
+  I best_i = I(0), best_j = I(0);
+  P soft_sum = P(1.0f);
+
+  LocalEndLanes(const dp::Config<float>& c)
+      : soft(c.soft_reduction && c.temperature > 0.0f), t(c.temperature),
+        inv_t(soft ? 1.0f / c.temperature : 0.0f) {}
+
+  void add(P v, int i, int j, Mask<W> in) {
+    if (soft) {  // one exp: exp(-|v - best| / t), scaling the old sum when v is the new best
+      const Mask<W> gt = v > best;
+      const P e = exp_(select(gt, best - v, v - best) * inv_t);
+      soft_sum = select(in, select(gt, soft_sum * e + P(1.0f), soft_sum + e), soft_sum);
+      best = select(in & gt, v, best);
+    } else {  // first maximal cell in row-major order; NaN sticks
+      const Mask<W> take = ((v > best) | (v != v)) & (best == best) & in;
+      best = select(take, v, best);
+      best_i = select(take, I(i), best_i);
+      best_j = select(take, I(j), best_j);
+    }
+  }
+  P score() const { return soft ? best + P(t) * log_(soft_sum) : best; }
+  P seed(P v, int i, int j, P score) const {
+    if (soft) return exp_((v - score) * inv_t);
+    return select((best_i == I(i)) & (best_j == I(j)), P(1.0f), P(0.0f));
+  }
+};
+
+template <int W, bool kAffine>
+struct GroupSweep {
+  using P = Pack<W>;
+  using Mk = Mask<W>;
+  using I = Int<W>;
+  static constexpr int kStates = kAffine ? 3 : 1;
+
+  const ProblemView<float>& p;
+  const dp::Config<float> c;
+  const Group<W> g;
+  const int64_t width;
+  Buffer<float> s_row;  // the scores of row i, a pack per column
+  PenaltyRow<W> open, extend;
+  Buffer<Mk> col_in;  // j <= n, per lane
+  int rows_kept = 0;
+  P* table = nullptr;
+  LocalEndLanes<W> end;
+
+  GroupSweep(const ProblemView<float>& p_, const int64_t* items)
+      : p(p_), c(p_.config), g(p_, items), width(g.nmax + 1), s_row(width * W),
+        open(g, p_.open, p_.open_sb, p_.open_si, p_.open_sj),
+        extend(g, p_.extend, p_.extend_sb, p_.extend_si, p_.extend_sj), col_in(width),
+        end(p_.config) {
+    for (int j = 0; j <= g.nmax; ++j) col_in[j] = I(j) <= g.ni;
+  }
+
+  P* row(int state, int i) const {
+    return table + (int64_t(state) * rows_kept + i % rows_kept) * width;
+  }
+  Mk row_in(int i) const { return I(i) <= g.mi; }
+  P s(int j) const { return P::load(s_row.p + int64_t(j) * W); }
+
+  void stage(int i) {
+    for (int l = 0; l < W; ++l) {
+      const float* src = p.scores + g.b[l] * p.M * p.N + int64_t(i - 1) * p.N;
+      float* dst = s_row.p + W + l;
+      for (int j = 0; j < g.nmax; ++j) dst[int64_t(j) * W] = src[j];
+    }
+    open.stage(i);
+    if (kAffine) extend.stage(i);
+  }
+
+  // Lane l of pack v[j_l], for the lanes whose last row is i; into out[l].
+  void take_last(int i, const P* r, float* out) const {
+    for (int l = 0; l < W; ++l)
+      if (g.m[l] == i) out[l] = r[g.n[l]][l];
+  }
+
+  // ------------------------------------------------------------ forward (sweep.h's, per lane)
+  P forward_linear() {
+    const bool local = c.local;
+    const float t = c.temperature;
+    float last[W] = {};
+    open.stage(0);
+    P* h0 = row(0, 0);
+    h0[0] = P(0.0f);
+    for (int j = 1; j <= g.nmax; ++j) h0[j] = local ? P(0.0f) : h0[j - 1] + open.at(j);
+    if (!local) take_last(0, h0, last);
+    for (int i = 1; i <= g.mmax; ++i) {
+      stage(i);
+      const P* hp = row(0, i - 1);
+      P* hc = row(0, i);
+      hc[0] = local ? P(0.0f) : hp[0] + open.at(0);
+      const Mk rin = row_in(i);
+      for (int j = 1; j <= g.nmax; ++j) {
+        P x[4];
+        dp::LinearTerms::of(hp[j - 1], hp[j], hc[j - 1], s(j), open.at(j), local, x);
+        hc[j] = dp::smax(x, t);
+        if (local) end.add(hc[j], i, j, rin & col_in[j]);
+      }
+      if (!local) take_last(i, hc, last);
+    }
+    return local ? end.score() : P::load(last);
+  }
+
+  P forward_affine() {
+    using dp::kA;
+    using dp::kX;
+    using dp::kY;
+    const bool local = c.local;
+    const float t = c.temperature;
+    const P ninf = dp::neg_inf<P>();
+    float last[3][W] = {};
+    open.stage(0);
+    extend.stage(0);
+    {
+      P *a0 = row(kA, 0), *x0 = row(kX, 0), *y0 = row(kY, 0);
+      a0[0] = local ? ninf : P(0.0f);
+      x0[0] = y0[0] = ninf;
+      for (int j = 1; j <= g.nmax; ++j) {
+        a0[j] = x0[j] = ninf;
+        if (local) {
+          y0[j] = ninf;
+        } else {
+          P x[3];
+          dp::AffineHorizontalTerms::of(a0[j - 1], x0[j - 1], y0[j - 1], open.at(j),
+                                        extend.at(j), x);
+          y0[j] = dp::smax(x, t);
+        }
+      }
+      if (!local)
+        for (int s = 0; s < 3; ++s) take_last(0, row(s, 0), last[s]);
+    }
+    for (int i = 1; i <= g.mmax; ++i) {
+      stage(i);
+      const P *ap = row(kA, i - 1), *xp = row(kX, i - 1), *yp = row(kY, i - 1);
+      P *ac = row(kA, i), *xc = row(kX, i), *yc = row(kY, i);
+      ac[0] = yc[0] = ninf;
+      if (local) {
+        xc[0] = ninf;
+      } else {
+        P x[2];
+        dp::AffineVerticalTerms::of(ap[0], xp[0], open.at(0), extend.at(0), x);
+        xc[0] = dp::smax(x, t);
+      }
+      const Mk rin = row_in(i);
+      for (int j = 1; j <= g.nmax; ++j) {
+        const P o = open.at(j), e = extend.at(j);
+        P xa[4], xv[2], xh[3];
+        dp::AffineMatchTerms::of(ap[j - 1], xp[j - 1], yp[j - 1], local, xa);
+        dp::AffineVerticalTerms::of(ap[j], xp[j], o, e, xv);
+        dp::AffineHorizontalTerms::of(ac[j - 1], xc[j - 1], yc[j - 1], o, e, xh);
+        ac[j] = s(j) + dp::smax(xa, t);
+        xc[j] = dp::smax(xv, t);
+        yc[j] = dp::smax(xh, t);
+        if (local) end.add(ac[j], i, j, rin & col_in[j]);
+      }
+      if (!local)
+        for (int s = 0; s < 3; ++s) take_last(i, row(s, i), last[s]);
+    }
+    if (local) return end.score();
+    P lastp[3] = {P::load(last[0]), P::load(last[1]), P::load(last[2])};
+    return dp::smax(lastp, t);  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
+  }
+
+  P forward(int rows) {
+    rows_kept = rows;
+    Buffer<P> values(int64_t(kStates) * rows * width);
+    table = values.p;
+    const P score = kAffine ? forward_affine() : forward_linear();
+    table = nullptr;
+    return score;
+  }
+
+  // ------------------------------------------------------------ adjoint (sweep.h's, per lane)
+  struct Grads {
+    const GradsView<float>& v;
+    Buffer<float> s_row;  // d score / d S of row i, a pack per column
+    PenaltyGradRow<W> open, extend;
+    Grads(const Group<W>& g, const GradsView<float>& v_)
+        : v(v_), s_row(int64_t(g.nmax + 1) * W),
+          open(g, v_.open, v_.open_sb, v_.open_si, v_.open_sj),
+          extend(g, v_.extend, v_.extend_sb, v_.extend_si, v_.extend_sj) {}
+    void set_s(int j, P x) { x.store(s_row.p + int64_t(j) * W); }
+    void flush(const Group<W>& g, int i) {
+      if (i >= 1) {
+        for (int l = 0; l < W; ++l) {
+          if (!g.valid[l] || i > g.m[l]) continue;
+          float* dst = v.scores + g.b[l] * v.M * v.N + int64_t(i - 1) * v.N;
+          const float* src = s_row.p + W + l;
+          for (int j = 0; j < g.n[l]; ++j) dst[j] = src[int64_t(j) * W];
+        }
+      }
+      open.flush(g, i);
+      extend.flush(g, i);
+    }
+  };
+
+  static P masked(Mk act, P x) { return select(act, x, P(0.0f)); }
+
+  // Seeds d score / d V of the global end cell (m, n) of the lanes whose last row is i.
+  void seed_global(int i, P* const* rows, const float (*seed)[W]) const {
+    for (int l = 0; l < W; ++l) {
+      if (g.m[l] != i) continue;
+      for (int s = 0; s < kStates; ++s) rows[s][g.n[l]].set(l, seed[s][l]);
+    }
+  }
+
+  void backward_linear(P score, P grad, Grads& gr) {
+    const bool local = c.local;
+    const float t = c.temperature;
+    Buffer<P> adjoint(2 * width);
+    auto erow = [&](int i) { return adjoint.p + (i % 2) * width; };
+    float seed[1][W];
+    grad.store(seed[0]);
+    for (int i = g.mmax; i >= 1; --i) {
+      stage(i);
+      const P* hp = row(0, i - 1);
+      const P* hc = row(0, i);
+      P* ec = erow(i);
+      P* ep = erow(i - 1);
+      for (int j = 0; j <= g.nmax; ++j) ep[j] = P(0.0f);
+      if (!local) {
+        P* rows[1] = {ec};
+        seed_global(i, rows, seed);
+      }
+      const Mk rin = row_in(i);
+      for (int j = g.nmax; j >= 1; --j) {
+        P e = ec[j];
+        if (local) e = e + masked(rin & col_in[j], grad * end.seed(hc[j], i, j, score));
+        const Mk act = e != P(0.0f);
+        if (!any(act)) {
+          gr.set_s(j, P(0.0f));
+          continue;
+        }
+        P x[4], w[4];
+        dp::LinearTerms::of(hp[j - 1], hp[j], hc[j - 1], s(j), open.at(j), local, x);
+        dp::smax_weights(x, t, w);
+        const P em = masked(act, e * w[dp::LinearTerms::kMatch]);
+        gr.set_s(j, em);
+        ep[j - 1] += em;
+        ep[j] += masked(act, e * w[dp::LinearTerms::kUp]);
+        ec[j - 1] += masked(act, e * w[dp::LinearTerms::kLeft]);
+        gr.open.add(j, masked(act, e * (w[dp::LinearTerms::kUp] + w[dp::LinearTerms::kLeft])));
+      }
+      if (!local) {  // H[i][0] = H[i-1][0] + g
+        const P e0 = masked(ec[0] != P(0.0f), ec[0]);
+        ep[0] += e0;
+        gr.open.add(0, e0);
+      }
+      gr.flush(g, i);
+    }
+    if (!local) {  // H[0][j] = H[0][j-1] + g
+      P* e0 = erow(0);
+      if (g.mmax == 0) {
+        for (int j = 0; j <= g.nmax; ++j) e0[j] = P(0.0f);
+      }
+      P* rows[1] = {e0};
+      seed_global(0, rows, seed);
+      open.stage(0);
+      for (int j = g.nmax; j >= 1; --j) {
+        const P e = masked(e0[j] != P(0.0f), e0[j]);
+        e0[j - 1] += e;
+        gr.open.add(j, e);
+      }
+      gr.open.flush(g, 0);
+    }
+    gr.open.finish(g);
+  }
+
+  // Pushes the adjoint of Y[i][j] to its predecessors (same row) and to the penalties.
+  void push_horizontal(P* const* E, int i, int j, P ey, Grads& gr) {
+    using dp::AffineHorizontalTerms;
+    const Mk act = ey != P(0.0f);
+    if (!any(act)) return;
+    P x[3], w[3];
+    AffineHorizontalTerms::of(row(dp::kA, i)[j - 1], row(dp::kX, i)[j - 1],
+                              row(dp::kY, i)[j - 1], open.at(j), extend.at(j), x);
+    dp::smax_weights(x, c.temperature, w);
+    E[dp::kA][j - 1] += masked(act, ey * w[AffineHorizontalTerms::kOpenFromA]);
+    E[dp::kX][j - 1] += masked(act, ey * w[AffineHorizontalTerms::kOpenFromX]);
+    E[dp::kY][j - 1] += masked(act, ey * w[AffineHorizontalTerms::kExtend]);
+    gr.open.add(j, masked(act, ey * (w[AffineHorizontalTerms::kOpenFromA] +
+                                     w[AffineHorizontalTerms::kOpenFromX])));
+    gr.extend.add(j, masked(act, ey * w[AffineHorizontalTerms::kExtend]));
+  }
+
+  // Pushes the adjoint of X[i][j] to its predecessors (row above, E_up) and to the penalties.
+  void push_vertical(P* const* E_up, int i, int j, P ex, Grads& gr) {
+    using dp::AffineVerticalTerms;
+    const Mk act = ex != P(0.0f);
+    if (!any(act)) return;
+    P x[2], w[2];
+    AffineVerticalTerms::of(row(dp::kA, i - 1)[j], row(dp::kX, i - 1)[j], open.at(j),
+                            extend.at(j), x);
+    dp::smax_weights(x, c.temperature, w);
+    E_up[dp::kA][j] += masked(act, ex * w[AffineVerticalTerms::kOpen]);
+    E_up[dp::kX][j] += masked(act, ex * w[AffineVerticalTerms::kExtend]);
+    gr.open.add(j, masked(act, ex * w[AffineVerticalTerms::kOpen]));
+    gr.extend.add(j, masked(act, ex * w[AffineVerticalTerms::kExtend]));
+  }
+
+  void backward_affine(P score, P grad, Grads& gr) {
+    const bool local = c.local;
+    const float t = c.temperature;
+    Buffer<P> adjoint(int64_t(3) * 2 * width);
+    auto erow = [&](int s, int i) { return adjoint.p + (int64_t(s) * 2 + i % 2) * width; };
+    float seed[3][W] = {};
+    if (!local) {
+      float last[3][W] = {};
+      for (int s = 0; s < 3; ++s)
+        for (int l = 0; l < W; ++l) last[s][l] = row(s, g.m[l])[g.n[l]][l];
+      P lastp[3] = {P::load(last[0]), P::load(last[1]), P::load(last[2])}, w[3];
+      dp::smax_weights(lastp, t, w);
+      for (int s = 0; s < 3; ++s) (grad * w[s]).store(seed[s]);
+    }
+    for (int i = g.mmax; i >= 1; --i) {
+      stage(i);
+      P* E[3] = {erow(0, i), erow(1, i), erow(2, i)};
+      P* E_up[3] = {erow(0, i - 1), erow(1, i - 1), erow(2, i - 1)};
+      for (int s = 0; s < 3; ++s)
+        for (int j = 0; j <= g.nmax; ++j) E_up[s][j] = P(0.0f);
+      if (!local) seed_global(i, E, seed);
+      const P* ac = row(dp::kA, i);
+      const P *ap = row(dp::kA, i - 1), *xp = row(dp::kX, i - 1), *yp = row(dp::kY, i - 1);
+      const Mk rin = row_in(i);
+      for (int j = g.nmax; j >= 1; --j) {
+        P ea = E[dp::kA][j];
+        if (local) ea = ea + masked(rin & col_in[j], grad * end.seed(ac[j], i, j, score));
+        const P ex = E[dp::kX][j], ey = E[dp::kY][j];
+        push_horizontal(E, i, j, ey, gr);
+        push_vertical(E_up, i, j, ex, gr);
+        const Mk act = ea != P(0.0f);
+        gr.set_s(j, masked(act, ea));  // A = S + smax_t(0, A, X, Y at (i-1, j-1)): dA/dS = 1
+        if (any(act)) {
+          P x[4], w[4];
+          dp::AffineMatchTerms::of(ap[j - 1], xp[j - 1], yp[j - 1], local, x);
+          dp::smax_weights(x, t, w);
+          E_up[dp::kA][j - 1] += masked(act, ea * w[1]);
+          E_up[dp::kX][j - 1] += masked(act, ea * w[2]);
+          E_up[dp::kY][j - 1] += masked(act, ea * w[3]);
+        }
+      }
+      if (!local) push_vertical(E_up, i, 0, E[dp::kX][0], gr);
+      gr.flush(g, i);
+    }
+    if (!local) {
+      P* E0[3] = {erow(0, 0), erow(1, 0), erow(2, 0)};
+      if (g.mmax == 0)
+        for (int s = 0; s < 3; ++s)
+          for (int j = 0; j <= g.nmax; ++j) E0[s][j] = P(0.0f);
+      seed_global(0, E0, seed);
+      open.stage(0);
+      extend.stage(0);
+      for (int j = g.nmax; j >= 1; --j) push_horizontal(E0, 0, j, E0[dp::kY][j], gr);
+      gr.open.flush(g, 0);
+      gr.extend.flush(g, 0);
+    }
+    gr.open.finish(g);
+    gr.extend.finish(g);
+  }
+
+  P forward_backward(P grad, const GradsView<float>& gv) {
+    rows_kept = g.mmax + 1;
+    Buffer<P> values(int64_t(kStates) * rows_kept * width);
+    table = values.p;
+    const P score = kAffine ? forward_affine() : forward_linear();
+    Grads gr(g, gv);
+    if (kAffine) {
+      backward_affine(score, grad, gr);
+    } else {
+      backward_linear(score, grad, gr);
+    }
+    table = nullptr;
+    return score;
+  }
+};
+
+template <int W, bool kAffine>
+void forward_group(const ProblemView<float>& p, const int64_t* items, float* score) {
+  GroupSweep<W, kAffine> sweep(p, items);
+  const Pack<W> s = sweep.forward(2);
+  for (int l = 0; l < W; ++l)
+    if (sweep.g.valid[l]) score[sweep.g.b[l]] = s[l];
+}
+
+template <int W, bool kAffine>
+void forward_backward_group(const ProblemView<float>& p, const int64_t* items, const float* grad,
+                            float* score, const GradsView<float>& gv) {
+  GroupSweep<W, kAffine> sweep(p, items);
+  float grads[W];
+  for (int l = 0; l < W; ++l) grads[l] = grad[sweep.g.b[l]];
+  const Pack<W> s = sweep.forward_backward(Pack<W>::load(grads), gv);
+  for (int l = 0; l < W; ++l)
+    if (sweep.g.valid[l]) score[sweep.g.b[l]] = s[l];
+}
+
+template <int W>
+void forward_lanes(const ProblemView<float>& p, bool affine, const int64_t* items, float* score) {
+  if (affine) {
+    forward_group<W, true>(p, items, score);
+  } else {
+    forward_group<W, false>(p, items, score);
+  }
+}
+
+template <int W>
+void forward_backward_lanes(const ProblemView<float>& p, bool affine, const int64_t* items,
+                            const float* grad, float* score, const GradsView<float>& g) {
+  if (affine) {
+    forward_backward_group<W, true>(p, items, grad, score, g);
+  } else {
+    forward_backward_group<W, false>(p, items, grad, score, g);
+  }
+}
+
+}  // namespace SOFTALIGN_PACK_NAMESPACE
+}  // namespace softalign

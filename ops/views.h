@@ -1,0 +1,57 @@
+// Raw pointers and strides of one call's inputs and gradients, for kernels (host and device).
+// No ATen here: per-instruction-set CPU translation units include it (ops/cpu/pack.h).
+#pragma once
+
+#include <cstdint>
+
+#include "sweep.h"
+
+namespace softalign {
+
+// Raw pointers and strides for kernels (host and device).
+template <typename T>
+struct ProblemView {
+  const T* scores;
+  int64_t M, N;
+  const T* open;
+  int64_t open_sb, open_si, open_sj;
+  const T* extend;
+  int64_t extend_sb, extend_si, extend_sj;
+  const int64_t* lengths_a;  // null: every item has length M
+  const int64_t* lengths_b;
+  dp::Config<T> config;
+
+  SOFTALIGN_HD dp::Item<T> item(int64_t b) const {
+    dp::Item<T> it;
+    it.scores = scores + b * M * N;
+    it.stride_i = N;
+    it.stride_j = 1;
+    it.open = {open + b * open_sb, open_si, open_sj};
+    it.extend = {extend ? extend + b * extend_sb : nullptr, extend_si, extend_sj};
+    it.m = static_cast<int>(lengths_a ? lengths_a[b] : M);
+    it.n = static_cast<int>(lengths_b ? lengths_b[b] : N);
+    return it;
+  }
+};
+
+template <typename T>
+struct GradsView {
+  T* scores;
+  int64_t M, N;
+  T* open;
+  int64_t open_sb, open_si, open_sj;
+  T* extend;
+  int64_t extend_sb, extend_si, extend_sj;
+
+  SOFTALIGN_HD dp::ItemGrads<T> item(int64_t b) const {
+    dp::ItemGrads<T> g;
+    g.scores = scores + b * M * N;
+    g.stride_i = N;
+    g.stride_j = 1;
+    g.open = {open + b * open_sb, open_si, open_sj};
+    g.extend = {extend ? extend + b * extend_sb : nullptr, extend_si, extend_sj};
+    return g;
+  }
+};
+
+}  // namespace softalign
