@@ -100,6 +100,46 @@ def test_temperature_outside_the_compute_dtype_range_is_an_error():
             assert_matches_reference(p, dtype=dtype, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_plus_inf_score_propagates_through_the_max_end(dtype, model):
+    S = torch.zeros(1, 2, 2, dtype=dtype)
+    S[0, 0, 0] = math.inf
+    gap_extend = -0.5 if model == "affine" else None
+    assert softalign.smith_waterman(S, -1.0, gap_extend, reduction="max").item() == math.inf
+    assert softalign.smith_waterman(S, -1.0, gap_extend, mode="global").item() == math.inf
+
+
+@pytest.mark.xfail(strict=True, reason="LocalEnd::add (sweep.h, and the CUDA merge_ends that "
+                   "mirrors it) gives exp(inf - inf) = NaN for a second +inf cell; SPEC says "
+                   "+inf propagates, and reference.py gives +inf")
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_plus_inf_score_propagates_through_the_soft_end(dtype, model):
+    S = torch.zeros(1, 2, 2, dtype=dtype)
+    S[0, 0, 0] = math.inf  # H (or A) is +inf at (1, 1) and at every cell it reaches
+    gap_extend = -0.5 if model == "affine" else None
+    assert reference(S.double(), -1.0, gap_extend, reduction="soft").item() == math.inf
+    assert softalign.smith_waterman(S, -1.0, gap_extend, reduction="soft").item() == math.inf
+
+
+@pytest.mark.xfail(strict=True, reason="the soft local end's gradient seed exp((v - score) / t) "
+                   "(LocalEnd::seed in sweep.h; its SIMD and CUDA twins) divides the rounding "
+                   "error of score by t: once t nears ulp(score) the weights of tied cells no "
+                   "longer sum to 1. exp((v - best) / t) / soft_sum is normalised by construction")
+@pytest.mark.parametrize("dtype, t", [(torch.float32, 1e-6), (torch.float64, 1e-15)])
+def test_soft_end_gradient_at_temperatures_near_the_rounding_of_the_score(dtype, t):
+    # gap 0: H[1][1] = H[1][2] = H[2][1] = 2 tie, so the soft end weighs several cells.
+    S = torch.tensor([[[2.0, -1.0, -3.0], [-1.0, -2.0, -1.0], [-3.0, -1.0, -2.0]]])
+    leaf = S.double().requires_grad_()
+    (expected,) = torch.autograd.grad(reference(leaf, 0.0, temperature=t, reduction="soft").sum(),
+                                      leaf)
+    assert expected[0, 0, 0].item() == pytest.approx(1.0, abs=1e-12)  # every path starts at S[0][0]
+    _, alignment = softalign.smith_waterman_alignment(S.to(dtype), 0.0, temperature=t,
+                                                      reduction="soft")
+    torch.testing.assert_close(alignment.double(), expected, rtol=0, atol=1e-3)
+
+
 # ------------------------------------------------------------------------------ large scores
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
