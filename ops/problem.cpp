@@ -53,6 +53,10 @@ at::Tensor normalise_penalty(const at::Tensor& penalty, const char* name, const 
   TORCH_CHECK(local || (p.size(1) != 0 && p.size(2) != 0), name, " of shape ", penalty.sizes(),
               " varies along an empty dimension of the scores (M = ", M, ", N = ", N,
               "): global mode has nothing to charge its gaps with");
+  if (cpu_scalar && !scores.device().is_cpu()) {
+    // A fill on the device, not a copy from the host: no synchronisation with the device.
+    return at::full({1, 1, 1}, p.item<double>(), scores.options());
+  }
   return p.to(scores.device(), scores.scalar_type()).contiguous();
 }
 

@@ -94,6 +94,7 @@ def sizes(tiny, gen):
     out += [(37, 17, 45, True, False),   # several warps of the short-pair kernel
             (5, 129, 70, False, False),  # a stripe boundary (128 rows) plus one row
             (2, 300, 257, False, False),  # several stripes
+            (6, 700, 150, True, False),   # stripes pipelined, items of different heights
             (0, 5, 7, False, False), (3, 0, 6, False, False), (3, 5, 0, False, False),
             (4, 12, 10, False, True)]    # NaN, -inf and +inf scores
     return out

@@ -1,0 +1,853 @@
+// The striped schedule of the CUDA backend (DESIGN "Scheduling on a GPU"), for float32 with
+// penalties constant per item: the forward, the forward that saves the DP for the adjoint, and
+// the adjoint sweep. The cell math is recurrence.h's; this file only places cells on lanes.
+//
+// Geometry. A group of G lanes works on one item (32 / G items per warp); lane l owns R
+// consecutive rows of a stripe of G * R rows and, at step w, the cell of column j = w - l: the
+// cells of one step lie on an anti-diagonal, lane l one column behind lane l - 1 (forward) and
+// one column ahead of it (adjoint, which runs the steps backwards). Values crossing rows within a
+// stripe move by warp shuffles; scores (and, in the adjoint, their gradients) are staged through
+// shared memory in chunks of kW steps so that global memory is read and written coalesced.
+//
+// Stripes. A warp takes one work unit: one stripe of its items. Units are handed out in order by
+// an atomic ticket, so a unit only ever waits for units already running: stripe s reads the
+// boundary row that stripe s - 1 leaves in a two-slot ring in global memory, chunk by chunk, as
+// its progress counter says the columns are there (the adjoint runs the stripes bottom-up and
+// passes the pushes into the row above the same way). One long pair so keeps M / (G R) warps busy.
+//
+// What the adjoint needs from the forward: every DP value, saved one slab per step (the step's
+// cells, [state][row][lane]: coalesced for both sweeps), the row above each stripe as lane 0
+// read it, and the local end (best, soft sum, argmax).
+#pragma once
+
+#include "../views.h"
+
+namespace softalign {
+namespace stripes {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kW = 16;  // steps per staged chunk
+
+template <bool kAffine, int G, int R>
+struct Shape {
+  static constexpr int kStates = kAffine ? 3 : 1;
+  static constexpr int kGroups = 32 / G;  // items per warp
+  static constexpr int kRows = G * R;     // rows of a stripe
+  // One group's scores for one chunk: lane l's row r at step w sits at (r * kW + w) * (G + 1) + l
+  // (adjacent lanes, adjacent banks; the + 1 spreads the coalesced writes over the banks);
+  // + G puts the groups of a warp on different banks.
+  static constexpr int kTile = R * kW * (G + 1) + G;
+  static constexpr int kAbove = 2 * kStates * kW;  // lane 0's row above (adjoint: two pushes)
+  static constexpr int kWarpFloats = kGroups * (kTile + kAbove);
+  static constexpr int kSlab = kStates * kRows;  // saved values of one step of one group
+};
+
+// Sizes shared by the launches of one call.
+struct Geometry {
+  int stripes;     // stripes of the tallest item: ceil(M / rows per stripe)
+  int steps;       // N + G: the steps of a stripe
+  int64_t units;   // work units: warps of items x stripes
+  int64_t width;   // N + 1
+};
+
+// Global memory of one call (see the top of the file), per item b and stripe s.
+struct Workspace {
+  float* scratch;        // [b][scratch_per_item]: the ring, or the general sweep's tables
+  int64_t scratch_per_item;
+  int* progress;         // [b][s]: columns of the ring published; null with one stripe
+  int* ticket;           // the next unit; null with one stripe (unit = warp index)
+  float* values;         // [b][s][step][slab]: saved DP values; null in a forward without grad
+  float* above;          // [b][s][state][N + 1]: the row above stripe s, as lane 0 read it
+  float* stripe_ends;    // [b][s][4]: the local end of each stripe's cells
+  float* ends;           // [b][4]: the item's local end: best, soft sum, argmax i, argmax j
+  float* partials;       // [b][s][2]: d open, d extend summed over the stripe's cells
+};
+
+// The ring of one item: two slots, each 2 * kStates planes of N + 1 (boundary values in the
+// forward use kStates of them; the adjoint's pushes up and diagonal use all).
+template <int kStates>
+__device__ __forceinline__ float* ring_slot(const Workspace& ws, const Geometry& geo, int64_t b,
+                                            int slot) {
+  return ws.scratch + b * ws.scratch_per_item + int64_t(slot) * 2 * kStates * geo.width;
+}
+
+// The warp's work unit: in order of the ticket when stripes wait for each other (a unit then
+// only waits for units that are already running), else the warp's index.
+__device__ __forceinline__ int64_t unit_of_warp(int warp, const Workspace& ws) {
+  int64_t unit = int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (ws.ticket != nullptr) {
+    int t = 0;
+    if (threadIdx.x % 32 == 0) t = atomicAdd(ws.ticket, 1);
+    unit = __shfl_sync(kFullMask, t, 0);
+  }
+  return unit;
+}
+
+// Waits until `progress` holds at least `needed` (one lane spins; its warp waits at the
+// __syncwarp that follows every call); publish makes the caller's earlier writes visible first.
+__device__ __forceinline__ void wait_for(const int* progress, int needed) {
+  while (*((volatile const int*)progress) < needed) __nanosleep(32);
+}
+__device__ __forceinline__ void publish(int* progress, int value) {
+  __threadfence();
+  *((volatile int*)progress) = value;
+}
+
+struct Group {
+  const float* scores;  // S[b]
+  float* grads;         // d S[b] (adjoint only)
+  int m, n;             // 0 for an item the sweep skips (empty, past the batch or its stripes)
+};
+
+// The local end (SPEC "Score") of the cells seen so far: dp::LocalEnd's running max or
+// log-sum-exp; the argmax is kept in row-major order whatever order the cells arrive in, so
+// that lanes and stripes can merge their ends and agree with the row-major sweep on ties.
+struct End {
+  float best = 0.f;  // the empty alignment scores 0, at (0, 0)
+  float soft_sum = 1.f;
+  int i = 0, j = 0;
+
+  __device__ static bool before(int i, int j, int oi, int oj) {
+    return i < oi || (i == oi && j < oj);
+  }
+  __device__ void add(float v, int vi, int vj, const dp::Config<float>& c, bool soft) {
+    if (soft) {
+      dp::LocalEnd<float> e;
+      e.best = best;
+      e.soft_sum = soft_sum;
+      e.add(v, vi, vj, c);
+      best = e.best;
+      soft_sum = e.soft_sum;
+    } else if (v > best || (v != v && best == best) || (v == best && before(vi, vj, i, j))) {
+      best = v;
+      i = vi;
+      j = vj;
+    }
+  }
+  // Two online log-sum-exps rescaled to the larger maximum, or the row-major first maximum.
+  __device__ void merge(const End& o, const dp::Config<float>& c, bool soft) {
+    if (soft) {
+      const float top = dp::nan_max(best, o.best);
+      // A lone +inf maximum keeps its sum (inf - inf would be NaN).
+      const auto scale = [&](float x, float other) {
+        return x == top && other != top ? 1.f : dp::exp_((x - top) / c.temperature);
+      };
+      soft_sum = soft_sum * scale(best, o.best) + o.soft_sum * scale(o.best, best);
+      best = top;
+    } else if (o.best > best || (o.best != o.best && best == best) ||
+               (o.best == best && before(o.i, o.j, i, j))) {
+      best = o.best;
+      i = o.i;
+      j = o.j;
+    }
+  }
+  template <int G>
+  __device__ void merge_group(const dp::Config<float>& c, bool soft) {
+#pragma unroll
+    for (int delta = G / 2; delta >= 1; delta /= 2) {
+      End o;
+      o.best = __shfl_xor_sync(kFullMask, best, delta, G);
+      o.soft_sum = __shfl_xor_sync(kFullMask, soft_sum, delta, G);
+      o.i = __shfl_xor_sync(kFullMask, i, delta, G);
+      o.j = __shfl_xor_sync(kFullMask, j, delta, G);
+      // Both lanes of a pair merge in the same order, so that all lanes end up equal.
+      if ((threadIdx.x & delta) == 0) {
+        merge(o, c, soft);
+      } else {
+        End mine = *this;
+        *this = o;
+        merge(mine, c, soft);
+      }
+    }
+  }
+  __device__ float score(const dp::Config<float>& c, bool soft) const {
+    return soft ? best + c.temperature * dp::log_(soft_sum) : best;
+  }
+  __device__ void store(float* p) const {
+    p[0] = best;
+    p[1] = soft_sum;
+    p[2] = float(i);
+    p[3] = float(j);
+  }
+  __device__ static End load(const float* p) {
+    End e;
+    e.best = p[0];
+    e.soft_sum = p[1];
+    e.i = int(p[2]);
+    e.j = int(p[3]);
+    return e;
+  }
+};
+
+// The values of DP row 0 (SPEC boundaries), swept along the columns by lane 0 of stripe 0.
+template <bool kAffine>
+struct RowZero {
+  static constexpr int kStates = kAffine ? 3 : 1;
+  float v[kStates];
+
+  __device__ void at_column(int j, float o, float e, const dp::Config<float>& c) {
+    const float ninf = dp::neg_inf<float>();
+    if constexpr (kAffine) {
+      // local: all -inf; global: A[0][0] = 0, then only Y, Y[0][j] from Y/A/X[0][j-1]
+      if (c.local || j == 0) {
+        v[dp::kA] = (!c.local && j == 0) ? 0.f : ninf;
+        v[dp::kX] = v[dp::kY] = ninf;
+      } else {
+        float x[3];
+        dp::AffineHorizontalTerms::of(v[dp::kA], v[dp::kX], v[dp::kY], o, e, x);
+        v[dp::kY] = dp::smax(x, c.temperature);
+        v[dp::kA] = v[dp::kX] = ninf;
+      }
+    } else {
+      // local: H[0][j] = 0; global: H[0][0] = 0, H[0][j] = H[0][j-1] + g
+      v[0] = (c.local || j == 0) ? 0.f : v[0] + o;
+    }
+  }
+};
+
+// Lane l, row r of a stripe: the cell (i, j) from the row above (`up`, `diag`, per state) and
+// the lane's value at column j - 1 (`left`, per state), written back into `left`.
+template <bool kAffine>
+__device__ __forceinline__ void cell(int j, float s, float o, float e,
+                                     const dp::Config<float>& c, const float* diag,
+                                     const float* up, float* left) {
+  const float ninf = dp::neg_inf<float>();
+  if constexpr (kAffine) {
+    if (j == 0) {  // SPEC column 0: A = Y = -inf; X = -inf (local) or X/A[i-1][0] (global)
+      float xv[2];
+      dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
+      left[dp::kX] = c.local ? ninf : dp::smax(xv, c.temperature);
+      left[dp::kA] = left[dp::kY] = ninf;
+      return;
+    }
+    float xa[4], xv[2], xh[3];
+    dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], c.local, xa);
+    dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
+    dp::AffineHorizontalTerms::of(left[dp::kA], left[dp::kX], left[dp::kY], o, e, xh);
+    left[dp::kA] = s + dp::smax(xa, c.temperature);
+    left[dp::kX] = dp::smax(xv, c.temperature);
+    left[dp::kY] = dp::smax(xh, c.temperature);
+  } else {
+    if (j == 0) {  // SPEC column 0: H[i][0] = 0 (local) or H[i-1][0] + g (global)
+      left[0] = c.local ? 0.f : up[0] + o;
+      return;
+    }
+    float x[4];
+    dp::LinearTerms::of(diag[0], up[0], left[0], s, o, c.local, x);
+    left[0] = dp::smax(x, c.temperature);
+  }
+}
+
+// The adjoint of one cell (DESIGN "One cell, forward and backward"): given its adjoint `e` (per
+// state) and the saved values of its predecessors, the pushes to the cells it was built from
+// (diagonal, up, left; per state), the gradient of its score and of the penalties.
+template <bool kAffine>
+struct CellAdjoint {
+  static constexpr int kStates = kAffine ? 3 : 1;
+  float to_diag[kStates], to_up[kStates], to_left[kStates];
+  float ds = 0.f;
+
+  // Interior cell (j >= 1); `diag`, `up`, `left` are the saved values, per state.
+  __device__ __forceinline__ void interior(const float* e, const float* diag, const float* up,
+                                           const float* left, float s, float o, float ext,
+                                           const dp::Config<float>& c, float& d_open,
+                                           float& d_extend) {
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) to_diag[st] = to_up[st] = to_left[st] = 0.f;
+    if constexpr (kAffine) {
+      if (e[dp::kY] != 0.f) {  // Y = smax_t(A + o, X + o, Y + e) at (i, j - 1)
+        float x[3], w[3];
+        dp::AffineHorizontalTerms::of(left[dp::kA], left[dp::kX], left[dp::kY], o, ext, x);
+        dp::smax_weights(x, c.temperature, w);
+        to_left[dp::kA] = e[dp::kY] * w[dp::AffineHorizontalTerms::kOpenFromA];
+        to_left[dp::kX] = e[dp::kY] * w[dp::AffineHorizontalTerms::kOpenFromX];
+        to_left[dp::kY] = e[dp::kY] * w[dp::AffineHorizontalTerms::kExtend];
+        d_open += to_left[dp::kA] + to_left[dp::kX];
+        d_extend += to_left[dp::kY];
+      }
+      vertical(e[dp::kX], up, o, ext, c, d_open, d_extend);
+      if (e[dp::kA] != 0.f) {  // A = S + smax_t(0, A, X, Y at (i - 1, j - 1)): d A / d S = 1
+        float x[4], w[4];
+        dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], c.local, x);
+        dp::smax_weights(x, c.temperature, w);
+        to_diag[dp::kA] = e[dp::kA] * w[1];
+        to_diag[dp::kX] = e[dp::kA] * w[2];
+        to_diag[dp::kY] = e[dp::kA] * w[3];
+        ds = e[dp::kA];
+      }
+    } else {
+      if (e[0] != 0.f) {
+        float x[4], w[4];
+        dp::LinearTerms::of(diag[0], up[0], left[0], s, o, c.local, x);
+        dp::smax_weights(x, c.temperature, w);
+        to_diag[0] = ds = e[0] * w[dp::LinearTerms::kMatch];
+        to_up[0] = e[0] * w[dp::LinearTerms::kUp];
+        to_left[0] = e[0] * w[dp::LinearTerms::kLeft];
+        d_open += to_up[0] + to_left[0];
+      }
+    }
+  }
+
+  // Column 0 (SPEC boundaries): global only, X[i][0] (affine) or H[i][0] = H[i-1][0] + g.
+  __device__ __forceinline__ void column_zero(const float* e, const float* up, float o, float ext,
+                                              const dp::Config<float>& c, float& d_open,
+                                              float& d_extend) {
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) to_diag[st] = to_up[st] = to_left[st] = 0.f;
+    if (c.local) return;
+    if constexpr (kAffine) {
+      vertical(e[dp::kX], up, o, ext, c, d_open, d_extend);
+    } else {
+      to_up[0] = e[0];
+      d_open += e[0];
+    }
+  }
+
+ private:
+  // X = smax_t(A + o, X + e) at (i - 1, j)
+  __device__ __forceinline__ void vertical(float ex, const float* up, float o, float ext,
+                                           const dp::Config<float>& c, float& d_open,
+                                           float& d_extend) {
+    if constexpr (kAffine) {
+      if (ex == 0.f) return;
+      float x[2], w[2];
+      dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, ext, x);
+      dp::smax_weights(x, c.temperature, w);
+      to_up[dp::kA] = ex * w[dp::AffineVerticalTerms::kOpen];
+      to_up[dp::kX] = ex * w[dp::AffineVerticalTerms::kExtend];
+      d_open += to_up[dp::kA];
+      d_extend += to_up[dp::kX];
+    }
+  }
+};
+
+template <bool kAffine, int G, int R>
+struct Sweep {
+  using Sh = Shape<kAffine, G, R>;
+  static constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
+
+  __device__ static int tile_at(int r, int w, int reader) {
+    return (r * kW + w) * (G + 1) + reader;
+  }
+
+  // Moves chunk k (steps k * kW .. + kW - 1) of every group of the warp between the shared tile
+  // and global memory, coalesced along the columns: kLoad copies S in asynchronously (cp.async,
+  // zero outside the item; every copy in flight at once), else writes d S out.
+  template <bool kLoad>
+  __device__ static void move_tile(float* tile, const Group* groups, int lane_id, int i0, int k,
+                                   int64_t N) {
+#pragma unroll 16
+    for (int q = 0; q < R * kW; ++q) {
+      const int idx = lane_id + 32 * q;
+      const int row = idx / kW, w = idx % kW;  // a row of the warp's stripes; a step
+      const int g = row / kRows, rr = row % kRows;
+      const int reader = rr / R, r = rr % R;  // the lane that reads it, and its row
+      const int i = i0 + rr + 1, j = k * kW + w - reader;
+      const bool inside = i <= groups[g].m && j >= 1 && j <= groups[g].n;
+      float* slot = &tile[g * Sh::kTile + tile_at(r, w, reader)];
+      const int64_t at = inside ? int64_t(i - 1) * N + (j - 1) : 0;
+      if constexpr (kLoad) {
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
+        const float* src = groups[g].scores != nullptr ? groups[g].scores + at : groups[0].scores;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                     "r"(inside ? 4 : 0));
+      } else if (inside) {
+        groups[g].grads[at] = *slot;
+      }
+    }
+    if constexpr (kLoad) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  }
+};
+
+// ------------------------------------------------------------------------------ forward
+
+template <bool kAffine, int G, int R, bool kSave>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
+  using Sw = Sweep<kAffine, G, R>;
+  using Sh = typename Sw::Sh;
+  constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
+  __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
+  __shared__ Group groups[kWarpsPerBlock][kGroups];
+
+  const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
+  if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
+  const int grp = lane_id / G, l = lane_id % G;
+  const int64_t unit = unit_of_warp(warp, ws);
+  const int stripe = int(unit % geo.stripes);
+  const int64_t b = (unit / geo.stripes) * kGroups + grp;
+  const dp::Config<float> c = v.config;
+  const bool soft = c.soft_reduction && c.temperature > 0.f;
+  const int64_t N = v.N, W = geo.width;
+  const int i0 = stripe * kRows;  // the stripe's rows are i0 + 1 .. i0 + kRows
+
+  dp::Item<float> it;
+  float o = 0.f, e = 0.f;  // penalties, constant per item on this path
+  int m = 0, n = 0, item_stripes = 0;
+  if (b < B) {
+    it = v.item(b);
+    o = it.open.at(1, 1);
+    if constexpr (kAffine) e = it.extend.at(1, 1);
+    item_stripes = (it.m + kRows - 1) / kRows;
+    if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
+      if (stripe == 0 && l == 0) {
+        using Model = dp::Model<float, kAffine>;
+        const typename Model::Tab table{ws.scratch + b * ws.scratch_per_item, 2, it.n + 1};
+        dp::LocalEnd<float> end;
+        const float s = Model::forward(it, c, table, end);
+        score[b] = s;
+        if (kSave && c.local) End{end.best, end.soft_sum, end.best_i, end.best_j}.store(ws.ends + b * 4);
+      }
+    } else if (stripe < item_stripes) {
+      m = it.m;
+      n = it.n;
+    }
+  }
+  if (l == 0) groups[warp][grp] = {it.scores, nullptr, m, n};
+  const bool leaves_row = m > 0 && stripe + 1 < item_stripes;  // the next stripe reads a row
+  const bool reads_row = m > 0 && stripe > 0;
+  const bool piped = ws.progress != nullptr;
+  int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
+  float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
+  const float* ring_in = m > 0 ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
+  float* values = kSave ? ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab : nullptr;
+  float* above_saved = kSave ? ws.above + (b * geo.stripes + stripe) * kStates * W : nullptr;
+  // The whole warp runs the same steps (shuffles and staging are warp-wide).
+  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  __syncwarp();
+
+  float* tile = &smem[warp][0];
+  float* above_tile = tile + kGroups * Sh::kTile;
+  const float* my_tile = tile + grp * Sh::kTile;
+  const float* my_above = above_tile + grp * Sh::kAbove;
+  const int first_row = i0 + l * R + 1;
+
+  End end;
+  end.soft_sum = l == 0 ? 1.f : 0.f;  // the empty alignment, counted once per item
+  float final_value = 0.f;
+  bool has_final = false;
+  float h[kStates][R];  // the lane's rows at the column just done (the next cell's left)
+  float up[kStates], diag[kStates];  // the row above the lane's first row, columns j, j - 1
+#pragma unroll
+  for (int st = 0; st < kStates; ++st) {
+    up[st] = diag[st] = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) h[st][r] = 0.f;
+  }
+  RowZero<kAffine> row0;
+
+  for (int k = 0; k * kW < steps; ++k) {
+    // The previous stripe must have left the columns of this chunk's row above.
+    if (piped && reads_row && l == 0) {
+      wait_for(progress - 1, min((k + 1) * kW, n + 1));
+      __threadfence();
+    }
+    __syncwarp();
+    Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
+    for (int idx = lane_id; idx < kGroups * kStates * kW; idx += 32) {
+      const int g = idx / (kStates * kW), st = (idx / kW) % kStates, w = idx % kW;
+      const int j = k * kW + w;
+      float x = 0.f;
+      const int64_t bg = b - grp + g;
+      if (stripe > 0 && groups[warp][g].m > 0 && j <= groups[warp][g].n) {
+        x = __ldcg(ring_slot<kStates>(ws, geo, bg, (stripe + 1) % 2) + st * W + j);
+      }
+      above_tile[g * Sh::kAbove + st * kW + w] = x;
+    }
+    __syncwarp();
+
+#pragma unroll
+    for (int w = 0; w < kW; ++w) {
+      const int step = k * kW + w;
+      const int j = step - l;  // this lane's column at this step
+      if (l == 0) {
+        if (stripe == 0) {
+          row0.at_column(j, o, e, c);
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) up[st] = row0.v[st];
+        } else {
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) up[st] = my_above[st * kW + w];
+        }
+        if (kSave && m > 0 && j <= n) {
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) above_saved[st * W + j] = up[st];
+        }
+      }
+      float u[kStates], d[kStates];  // above and above-left of the current row
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        u[st] = up[st];
+        d[st] = diag[st];
+      }
+      const bool column_inside = j >= 1 && j <= n;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int i = first_row + r;
+        const float s = my_tile[Sw::tile_at(r, w, l)];
+        float cur[kStates];
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) cur[st] = h[st][r];
+        cell<kAffine>(j, s, o, e, c, d, u, cur);
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          d[st] = h[st][r];
+          h[st][r] = u[st] = cur[st];
+        }
+        if (kSave && m > 0 && step < geo.steps) {
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] = cur[st];
+        }
+        if (column_inside && i <= m) {
+          if (c.local) end.add(cur[0], i, j, c, soft);  // A (affine) or H (linear)
+          if (!c.local && i == m && j == n) {
+            if constexpr (kAffine) {  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
+              final_value = dp::smax(cur, c.temperature);
+            } else {
+              final_value = cur[0];
+            }
+            has_final = true;
+          }
+        }
+      }
+      if (l == G - 1 && leaves_row && j >= 0 && j <= n) {
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) ring_out[st * W + j] = u[st];
+      }
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        diag[st] = up[st];  // column j of the row above is column j + 1's diagonal
+        up[st] = __shfl_up_sync(kFullMask, u[st], 1, G);
+      }
+    }
+    if (piped && leaves_row) {  // lane G - 1 wrote the ring
+      if (l == G - 1) __threadfence();
+      __syncwarp(__activemask());
+      if (l == 0) publish(progress, max(0, min((k + 1) * kW - G + 1, n + 1)));
+    }
+  }
+
+  if (c.local) {
+    end.merge_group<G>(c, soft);
+    if (m > 0 && l == 0) {
+      if (item_stripes == 1) {
+        score[b] = end.score(c, soft);
+        if (kSave) end.store(ws.ends + b * 4);
+      } else {
+        // Each stripe leaves its end; the last one merges them in stripe order.
+        end.store(ws.stripe_ends + (b * geo.stripes + stripe) * 4);
+        __threadfence();
+        publish(progress, n + 2);
+        if (stripe == item_stripes - 1) {
+          End total;
+          for (int s = 0; s < item_stripes; ++s) {
+            const int* p = ws.progress + b * geo.stripes + s;
+            wait_for(p, n + 2);
+            __threadfence();
+            End part;
+            const float* q = ws.stripe_ends + (b * geo.stripes + s) * 4;
+            part.best = __ldcg(q);
+            part.soft_sum = __ldcg(q + 1);
+            part.i = int(__ldcg(q + 2));
+            part.j = int(__ldcg(q + 3));
+            if (s == 0) {
+              total = part;
+            } else {
+              total.merge(part, c, soft);
+            }
+          }
+          score[b] = total.score(c, soft);
+          if (kSave) total.store(ws.ends + b * 4);
+        }
+      }
+    }
+  } else if (has_final) {
+    score[b] = final_value;
+  }
+}
+
+// ------------------------------------------------------------------------------ adjoint
+
+template <bool kAffine, int G, int R>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B, Geometry geo,
+                    Workspace ws, const float* grad) {
+  using Sw = Sweep<kAffine, G, R>;
+  using Sh = typename Sw::Sh;
+  using Adj = CellAdjoint<kAffine>;
+  constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
+  __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
+  __shared__ Group groups[kWarpsPerBlock][kGroups];
+
+  const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
+  if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
+  const int grp = lane_id / G, l = lane_id % G;
+  const int64_t unit = unit_of_warp(warp, ws);
+  const int stripe = geo.stripes - 1 - int(unit % geo.stripes);  // bottom-up
+  const int64_t b = (unit / geo.stripes) * kGroups + grp;
+  const dp::Config<float> c = v.config;
+  const bool soft = c.soft_reduction && c.temperature > 0.f;
+  const int64_t N = v.N, W = geo.width;
+  const int i0 = stripe * kRows;
+
+  dp::Item<float> it;
+  float o = 0.f, ext = 0.f, g = 0.f;
+  int m = 0, n = 0, item_stripes = 0;
+  End end;
+  float* partial = b < B ? ws.partials + (b * geo.stripes + stripe) * 2 : nullptr;
+  if (b < B) {
+    it = v.item(b);
+    o = it.open.at(1, 1);
+    if constexpr (kAffine) ext = it.extend.at(1, 1);
+    g = grad[b];
+    item_stripes = (it.m + kRows - 1) / kRows;
+    if (l == 0) partial[0] = partial[1] = 0.f;
+    if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweeps have them
+      if (stripe == 0 && l == 0) {
+        using Model = dp::Model<float, kAffine>;
+        float* t = ws.scratch + b * ws.scratch_per_item;
+        const typename Model::Tab V{t, it.m + 1, it.n + 1};
+        const typename Model::Tab E{t + Model::Tab::size(it.m + 1, it.n + 1), 2, it.n + 1};
+        dp::LocalEnd<float> e;
+        const float s = Model::forward(it, c, V, e);
+        dp::ItemGrads<float> ig = gv.item(b);
+        ig.open = {partial, 0, 0};
+        ig.extend = {partial + 1, 0, 0};
+        Model::backward(it, c, V, e, s, g, E, ig);
+      }
+    } else if (stripe < item_stripes) {
+      m = it.m;
+      n = it.n;
+      if (c.local) end = End::load(ws.ends + b * 4);
+    }
+  }
+  if (l == 0) groups[warp][grp] = {nullptr, m > 0 ? gv.scores + b * v.M * N : nullptr, m, n};
+  if constexpr (!kAffine) {
+    if (l == 0 && b < B) groups[warp][grp].scores = it.scores;
+  }
+  const bool reads_below = m > 0 && stripe + 1 < item_stripes;
+  const bool piped = ws.progress != nullptr;
+  int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
+  float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
+  const float* ring_in = m > 0 ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
+  const float* values = ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab;
+  const float* above = ws.above + (b * geo.stripes + stripe) * kStates * W;
+  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  __syncwarp();
+
+  float* tile = &smem[warp][0];
+  float* my_tile = tile + grp * Sh::kTile;
+  const int first_row = i0 + l * R + 1;
+
+  // The saved values of the lane's rows at column `step - l` (zero outside the sweep).
+  const auto load_rows = [&](int step, float (&dst)[kStates][R]) {
+    const bool in = m > 0 && step >= 0 && step < geo.steps;
+#pragma unroll
+    for (int st = 0; st < kStates; ++st)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        dst[st][r] = in ? values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] : 0.f;
+  };
+  // Lane 0's row above (the saved row above the stripe) at column j.
+  const auto load_above = [&](int j, float (&dst)[kStates]) {
+#pragma unroll
+    for (int st = 0; st < kStates; ++st)
+      dst[st] = (l == 0 && m > 0 && j >= 0 && j <= n) ? above[st * W + j] : 0.f;
+  };
+
+  // Saved values at the columns j, j - 1, j - 2 of the lane's rows (slabs step, step - 1,
+  // step - 2: loaded an iteration before they are needed), and the row above at j, j - 1.
+  float cur[kStates][R], left[kStates][R], ahead[kStates][R];
+  float up_cur[kStates], up_left[kStates], above_next[kStates];
+  float from_right[kStates][R];  // pushes left from (i, j + 1)
+  float diag_prev[kStates][R];   // pushes diagonal made by row r at column j + 1
+  float below_up[kStates], below_diag[kStates], held_diag[kStates];  // from lane l + 1
+#pragma unroll
+  for (int st = 0; st < kStates; ++st) {
+    below_up[st] = below_diag[st] = held_diag[st] = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) from_right[st][r] = diag_prev[st][r] = 0.f;
+  }
+  const int last_chunk = (steps + kW - 1) / kW - 1;
+  load_rows(steps - 1, cur);
+  load_rows(steps - 2, left);
+  load_rows(steps - 3, ahead);
+  {  // the row above at the first step's column: lane l - 1's last row (slab steps - 2), or lane 0's
+    float up_from_left[kStates];
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) up_from_left[st] = __shfl_up_sync(kFullMask, left[st][R - 1], 1, G);
+    load_above(steps - 1, up_cur);
+    if (l > 0) {
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) up_cur[st] = up_from_left[st];
+    }
+  }
+  load_above(steps - 2, above_next);
+  float d_open = 0.f, d_extend = 0.f;
+
+  for (int k = last_chunk; k >= 0; --k) {
+    // The stripe below must have left the pushes of the columns this chunk's last lane reads.
+    if (piped && reads_below && l == G - 1) {
+      wait_for(progress + 1, n + 1 - max(k * kW - G + 1, 0));
+      __threadfence();
+    }
+    __syncwarp();
+    if constexpr (!kAffine) Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
+    __syncwarp();
+
+#pragma unroll
+    for (int w = kW - 1; w >= 0; --w) {
+      const int step = k * kW + w;
+      if (step >= steps) continue;  // warp-uniform
+      const int j = step - l;
+      // The row above at j - 1: lane l - 1's last row at slab step - 2, or the saved row.
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        const float from_left = __shfl_up_sync(kFullMask, ahead[st][R - 1], 1, G);
+        up_left[st] = l > 0 ? from_left : above_next[st];
+      }
+      float next[kStates][R];  // slab step - 3, for two iterations on
+      load_rows(step - 3, next);
+      load_above(j - 2, above_next);
+      if (l == G - 1) {  // the first row of the stripe below, through the ring
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          const bool in = reads_below && j >= 0 && j <= n;
+          below_up[st] = in ? __ldcg(ring_in + st * W + j) : 0.f;
+          below_diag[st] = in && j + 1 <= n ? __ldcg(ring_in + (kStates + st) * W + j + 1) : 0.f;
+        }
+      }
+      const bool column_inside = j >= 0 && j <= n;
+      float push_up[kStates], push_diag[kStates];  // of the row just done, for the row above
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        push_up[st] = below_up[st];
+        push_diag[st] = below_diag[st];
+      }
+#pragma unroll
+      for (int r = R - 1; r >= 0; --r) {
+        const int i = first_row + r;
+        const bool inside = column_inside && i <= m;
+        float e[kStates];
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          e[st] = inside ? from_right[st][r] + push_up[st] + push_diag[st] : 0.f;
+        }
+        if (inside && j >= 1) {  // the seeds (SPEC "Gradients")
+          if (c.local) {
+            if (soft) {
+              e[0] += g * dp::exp_((cur[0][r] - end.best) / c.temperature) / end.soft_sum;
+            } else if (i == end.i && j == end.j) {
+              e[0] += g;
+            }
+          } else if (i == m && j == n) {
+            if constexpr (kAffine) {
+              float last[3] = {cur[0][r], cur[1][r], cur[2][r]}, wl[3];
+              dp::smax_weights(last, c.temperature, wl);
+#pragma unroll
+              for (int st = 0; st < kStates; ++st) e[st] += g * wl[st];
+            } else {
+              e[0] += g;
+            }
+          }
+        }
+        float vd[kStates], vu[kStates], vl[kStates];
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          vu[st] = r > 0 ? cur[st][r - 1] : up_cur[st];
+          vd[st] = r > 0 ? left[st][r - 1] : up_left[st];
+          vl[st] = left[st][r];
+        }
+        Adj a;
+        if (j >= 1) {
+          const float s = kAffine ? 0.f : my_tile[Sw::tile_at(r, w, l)];
+          a.interior(e, vd, vu, vl, s, o, ext, c, d_open, d_extend);
+          if (!kAffine || true) my_tile[Sw::tile_at(r, w, l)] = a.ds;
+        } else {
+          a.column_zero(e, vu, o, ext, c, d_open, d_extend);
+        }
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          from_right[st][r] = a.to_left[st];
+          push_up[st] = a.to_up[st];
+          push_diag[st] = diag_prev[st][r];
+          diag_prev[st][r] = a.to_diag[st];
+        }
+      }
+      // Row 0 of the lane: its pushes go to lane l - 1's last row, or (lane 0) to the ring.
+      if (l == 0 && m > 0 && column_inside) {
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          ring_out[st * W + j] = push_up[st];
+          ring_out[(kStates + st) * W + j] = diag_prev[st][0];
+        }
+      }
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        const float up_from_below = __shfl_down_sync(kFullMask, push_up[st], 1, G);
+        const float diag_from_below = __shfl_down_sync(kFullMask, diag_prev[st][0], 1, G);
+        below_up[st] = up_from_below;       // (i + 1, j - 1): next step's column
+        below_diag[st] = held_diag[st];     // (i + 1, j)
+        held_diag[st] = diag_from_below;
+        up_cur[st] = up_left[st];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          cur[st][r] = left[st][r];
+          left[st][r] = ahead[st][r];
+          ahead[st][r] = next[st][r];
+        }
+      }
+    }
+    __syncwarp();
+    Sw::template move_tile<false>(tile, groups[warp], lane_id, i0, k, N);
+    if (piped && stripe > 0 && m > 0 && l == 0) {  // lane 0 wrote the ring
+      publish(progress, max(0, min(n + 1 - k * kW, n + 1)));
+    }
+  }
+  if (piped && stripe > 0 && m > 0 && l == 0) publish(progress, n + 1);
+
+  // Row 0 (global): H[0][j] = H[0][j-1] + g, or Y[0][j] from row 0's A, X, Y at j - 1; lane 0
+  // sweeps it leftwards with the pushes that stripe 0's first row left in the ring.
+  if (!c.local && stripe == 0 && m > 0 && l == 0) {
+    float carry[kStates] = {};
+    for (int j = n; j >= 1; --j) {
+      float e[kStates];
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        e[st] = ring_out[st * W + j] + (j + 1 <= n ? ring_out[(kStates + st) * W + j + 1] : 0.f) +
+                carry[st];
+        carry[st] = 0.f;
+      }
+      if constexpr (kAffine) {
+        if (e[dp::kY] != 0.f) {
+          float x[3], wy[3];
+          dp::AffineHorizontalTerms::of(above[dp::kA * W + j - 1], above[dp::kX * W + j - 1],
+                                        above[dp::kY * W + j - 1], o, ext, x);
+          dp::smax_weights(x, c.temperature, wy);
+          carry[dp::kY] = e[dp::kY] * wy[dp::AffineHorizontalTerms::kExtend];
+          d_open += e[dp::kY] * (wy[dp::AffineHorizontalTerms::kOpenFromA] +
+                                 wy[dp::AffineHorizontalTerms::kOpenFromX]);
+          d_extend += carry[dp::kY];
+        }
+      } else if (e[0] != 0.f) {
+        carry[0] = e[0];
+        d_open += e[0];
+      }
+    }
+  }
+
+  // The penalties' gradients of the stripe, summed over the group in a fixed order.
+#pragma unroll
+  for (int delta = G / 2; delta >= 1; delta /= 2) {
+    d_open += __shfl_xor_sync(kFullMask, d_open, delta, G);
+    d_extend += __shfl_xor_sync(kFullMask, d_extend, delta, G);
+  }
+  if (m > 0 && l == 0) {
+    partial[0] = d_open;
+    partial[1] = d_extend;
+  }
+}
+
+}  // namespace stripes
+}  // namespace softalign

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On the GPU machine: build the CUDA backend (as gpu_check.sh does) and profile the kernels of a
+# few benchmark cases with Nsight Compute; each case's report lands in $OUT/ncu_<case>.log.
+#   bash tools/gpu_profile.sh                 the default cases
+#   bash tools/gpu_profile.sh "65536 32 32"   the cases given (profile_case.py's arguments)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu_logs}
+mkdir -p "$OUT"
+export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+export SOFTALIGN_LIBRARY=$ROOT/build-cuda/libsoftalign.so
+if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
+  TORCH_CUDA_ARCH_LIST=9.0a cmake -S . -B build-cuda -G Ninja -DSOFTALIGN_WITH_CUDA=ON \
+    -DSOFTALIGN_BUILD_TESTS=OFF "-DCMAKE_CUDA_FLAGS=-Xptxas -v" > "$OUT/profile_build.log" 2>&1
+  cmake --build build-cuda -j "$(nproc)" >> "$OUT/profile_build.log" 2>&1 || exit 1
+fi
+cases=("$@")
+[ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024")
+SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats
+  --section WarpStateStats --section SchedulerStats --section InstructionStats
+  --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis)
+for c in "${cases[@]}"; do
+  name=$(echo "$c" | tr -c 'a-zA-Z0-9\n' '_')
+  # The last launch of each softalign kernel (the earlier ones warm up).
+  timeout 240 ncu --clock-control none --kernel-name regex:'softalign' --launch-skip 2 \
+    --launch-count 1 "${SECTIONS[@]}" python3 tools/profile_case.py $c --reps 3 \
+    > "$OUT/ncu_$name.log" 2>&1
+  echo "=== $c: rc=$?"
+done
