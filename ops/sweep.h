@@ -113,8 +113,12 @@ struct LocalEnd {
     return soft(c) ? best + c.temperature * log_(soft_sum) : best;
   }
   // d score / d V[i][j] for a unit d score (SPEC "Gradients", DESIGN "final reduction").
+  // Soft: exp((v - score) / t) written as exp((v - best) / t) / soft_sum, which sums to 1 over
+  // the cells by construction; through score, the rounding error of t * log(soft_sum) would be
+  // divided by t and skew the weights once t nears ulp(score). `score` is kept for the callers.
   SOFTALIGN_HD T seed(T v, int i, int j, T score, const Config<T>& c) const {
-    if (soft(c)) return exp_((v - score) / c.temperature);
+    (void)score;
+    if (soft(c)) return exp_((v - best) / c.temperature) / soft_sum;
     return (i == best_i && j == best_j) ? T(1) : T(0);
   }
 };

@@ -159,8 +159,11 @@ struct LocalEndLanes {
     }
   }
   P score() const { return soft ? best + P(t) * log_(soft_sum) : best; }
+  // d score / d V[i][j] (sweep.h's LocalEnd::seed): soft, exp((v - best) / t) / soft_sum,
+  // normalised by construction (not exp((v - score) / t), which divides score's rounding by t).
   P seed(P v, int i, int j, P score) const {
-    if (soft) return exp_((v - score) * inv_t);
+    (void)score;
+    if (soft) return exp_((v - best) * inv_t) / soft_sum;
     return select((best_i == I(i)) & (best_j == I(j)), P(1.0f), P(0.0f));
   }
 };
