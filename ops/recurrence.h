@@ -76,6 +76,63 @@ SOFTALIGN_HD V nan_max(V a, V b) {
   return select((a > b) | (a != a), a, b);
 }
 
+#if defined(__CUDACC__)
+// float32 on the GPU, branch-free (DESIGN "base 2"): the hardware's exp2 / log2 / reciprocal
+// (one MUFU instruction each) and a NaN-propagating max.
+namespace device {
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+__device__ __forceinline__ float ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float lg2(float x) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float rcp(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// smax_t over K terms: m + t ln2 log2(1 + sum of exp2 of the K - 1 non-maximal terms), which a
+// min/max network picks without branches; -inf, +inf and NaN maxima pass through (NaN in any
+// term makes the max NaN).
+template <int K>
+__device__ __forceinline__ float smax(const float (&x)[K], float t) {
+  float m = x[0];
+#pragma unroll
+  for (int k = 1; k < K; ++k) m = max_nan(m, x[k]);
+  if (t == 0.f) return m;
+  float rest[K - 1];
+  if constexpr (K == 2) {
+    rest[0] = fminf(x[0], x[1]);
+  } else if constexpr (K == 3) {
+    rest[0] = fminf(x[0], x[1]);
+    rest[1] = fminf(fmaxf(x[0], x[1]), x[2]);
+  } else {
+    static_assert(K == 4, "the network covers 2, 3 or 4 terms");
+    rest[0] = fminf(x[0], x[1]);
+    rest[1] = fminf(x[2], x[3]);
+    rest[2] = fminf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+  }
+  const float c = kLog2e / t;
+  float sum = 1.f;
+#pragma unroll
+  for (int k = 0; k < K - 1; ++k) sum += ex2((rest[k] - m) * c);
+  const float v = fmaf(lg2(sum), t * kLn2, m);
+  return fabsf(m) < INFINITY ? v : m;
+}
+}  // namespace device
+#endif
+
 // sum_k exp((x_k - m) / t) with m = max_k x_k (not NaN): the maximal term contributes exp(0) = 1
 // exactly, so only K - 1 exps are issued (DESIGN). A scalar skips the first maximal term; a pack
 // (whose lanes have their maxima at different k) sorts the terms with a min/max network instead,
@@ -115,6 +172,9 @@ SOFTALIGN_UNROLL
 // SPEC "smax_t": t * log(sum_k exp(x_k / t)), stably; t == 0 is max; all -inf gives -inf.
 template <typename V, int K>
 SOFTALIGN_HD V smax(const V (&x)[K], scalar_of<V> t) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<V, float>) return device::smax(x, t);
+#endif
   using T = scalar_of<V>;
   V m = x[0];
 SOFTALIGN_UNROLL
@@ -153,6 +213,21 @@ SOFTALIGN_UNROLL
     hard_weights(x, m, w);
     return;
   }
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<V, float>) {  // exp2, and one reciprocal for the K divisions
+    const float c = device::kLog2e / t;
+    float sum = 0.f;
+SOFTALIGN_UNROLL
+    for (int k = 0; k < K; ++k) {
+      w[k] = device::ex2((x[k] - m) * c);
+      sum += w[k];
+    }
+    const float inv_sum = device::rcp(sum);
+SOFTALIGN_UNROLL
+    for (int k = 0; k < K; ++k) w[k] *= inv_sum;
+    return;
+  }
+#endif
   const V inv_t = V(T(1) / t);
   V sum = V(0);
 SOFTALIGN_UNROLL

@@ -181,8 +181,9 @@ struct Launch {
 };
 
 // The lanes per item and rows per lane for a call: short pairs take one stripe, a warp for a
-// few items or a quarter (half, affine) warp for many; long pairs a warp per stripe. The affine
-// model keeps three states per row, so it takes fewer rows per lane.
+// few items or a quarter (half, affine) warp for many; long pairs a warp per stripe, of one row
+// per lane when few pairs must keep many warps busy. The affine model keeps three states per
+// row, so it takes fewer rows per lane.
 template <bool kAffine, class Body>
 void with_shape(const Problem& p, Body&& body) {
   const int64_t B = p.batch(), M = p.scores.size(1);
@@ -193,8 +194,11 @@ void with_shape(const Problem& p, Body&& body) {
   } else if (M <= 32) {
     Launch<kAffine, 32 / kRowsPerLane, kRowsPerLane> launch(p);
     body(launch);
-  } else {
+  } else if (B * M >= (1 << 20)) {  // enough stripes to fill the chip: fewer, taller ones
     Launch<kAffine, 32, kRowsPerLane> launch(p);
+    body(launch);
+  } else {  // few long pairs: a row per lane, so that more warps share each pair
+    Launch<kAffine, 32, 1> launch(p);
     body(launch);
   }
 }

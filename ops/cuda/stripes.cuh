@@ -84,14 +84,18 @@ __device__ __forceinline__ int64_t unit_of_warp(int warp, const Workspace& ws) {
   return unit;
 }
 
-// Waits until `progress` holds at least `needed` (one lane spins; its warp waits at the
-// __syncwarp that follows every call); publish makes the caller's earlier writes visible first.
-__device__ __forceinline__ void wait_for(const int* progress, int needed) {
-  while (*((volatile const int*)progress) < needed) __nanosleep(32);
-}
+// Progress counters: a release store after the writer's own writes of the ring, an acquire
+// load before the reader's; one lane spins, its warp waits at the __syncwarp that follows.
 __device__ __forceinline__ void publish(int* progress, int value) {
-  __threadfence();
-  *((volatile int*)progress) = value;
+  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(progress), "r"(value) : "memory");
+}
+__device__ __forceinline__ int acquire(const int* progress) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(progress) : "memory");
+  return value;
+}
+__device__ __forceinline__ void wait_for(const int* progress, int needed) {
+  while (acquire(progress) < needed) __nanosleep(20);
 }
 
 struct Group {
@@ -111,8 +115,12 @@ struct End {
   __device__ static bool before(int i, int j, int oi, int oj) {
     return i < oi || (i == oi && j < oj);
   }
+  // kWhere: keep the argmax too (the adjoint seeds it); else only the max.
+  template <bool kWhere>
   __device__ void add(float v, int vi, int vj, const dp::Config<float>& c, bool soft) {
-    if (soft) {
+    if (!kWhere && !soft) {
+      best = dp::device::max_nan(best, v);  // NaN sticks, as in LocalEnd::add
+    } else if (soft) {
       dp::LocalEnd<float> e;
       e.best = best;
       e.soft_sum = soft_sum;
@@ -439,10 +447,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
   for (int k = 0; k * kW < steps; ++k) {
     // The previous stripe must have left the columns of this chunk's row above.
-    if (piped && reads_row && l == 0) {
-      wait_for(progress - 1, min((k + 1) * kW, n + 1));
-      __threadfence();
-    }
+    if (piped && reads_row && l == 0) wait_for(progress - 1, min((k + 1) * kW, n + 1));
     __syncwarp();
     Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
     for (int idx = lane_id; idx < kGroups * kStates * kW; idx += 32) {
@@ -500,7 +505,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           for (int st = 0; st < kStates; ++st) values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] = cur[st];
         }
         if (column_inside && i <= m) {
-          if (c.local) end.add(cur[0], i, j, c, soft);  // A (affine) or H (linear)
+          if (c.local) end.add<kSave>(cur[0], i, j, c, soft);  // A (affine) or H (linear)
           if (!c.local && i == m && j == n) {
             if constexpr (kAffine) {  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
               final_value = dp::smax(cur, c.temperature);
@@ -521,10 +526,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         up[st] = __shfl_up_sync(kFullMask, u[st], 1, G);
       }
     }
-    if (piped && leaves_row) {  // lane G - 1 wrote the ring
-      if (l == G - 1) __threadfence();
-      __syncwarp(__activemask());
-      if (l == 0) publish(progress, max(0, min((k + 1) * kW - G + 1, n + 1)));
+    if (piped && leaves_row && l == G - 1) {  // the lane that wrote the ring
+      publish(progress, max(0, min((k + 1) * kW - G + 1, n + 1)));
     }
   }
 
@@ -537,14 +540,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       } else {
         // Each stripe leaves its end; the last one merges them in stripe order.
         end.store(ws.stripe_ends + (b * geo.stripes + stripe) * 4);
-        __threadfence();
         publish(progress, n + 2);
         if (stripe == item_stripes - 1) {
           End total;
           for (int s = 0; s < item_stripes; ++s) {
             const int* p = ws.progress + b * geo.stripes + s;
             wait_for(p, n + 2);
-            __threadfence();
             End part;
             const float* q = ws.stripe_ends + (b * geo.stripes + s) * 4;
             part.best = __ldcg(q);
@@ -690,7 +691,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // The stripe below must have left the pushes of the columns this chunk's last lane reads.
     if (piped && reads_below && l == G - 1) {
       wait_for(progress + 1, n + 1 - max(k * kW - G + 1, 0));
-      __threadfence();
     }
     __syncwarp();
     if constexpr (!kAffine) Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# On the GPU machine, between full checks: build, CUDA-vs-CPU smoke, quick benchmark, a host
+# profile of the seed-size call and Nsight Compute figures of the striped kernels; logs in $OUT.
+set -o pipefail
+export PYTHONPATH=$PWD/python SOFTALIGN_LIBRARY=$PWD/build-cuda/libsoftalign.so
+(TORCH_CUDA_ARCH_LIST=9.0a cmake -S . -B build-cuda -G Ninja -DSOFTALIGN_WITH_CUDA=ON -DSOFTALIGN_BUILD_TESTS=OFF "-DCMAKE_CUDA_FLAGS=-Xptxas -v" && cmake --build build-cuda -j16) > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+grep -A2 "stripes" $OUT/build.log | grep -E "registers|spill" | sort | uniq -c | head -30
+timeout 240 python3 tools/cuda_smoke.py 2>&1 | tee $OUT/smoke.log | grep -v "^PASS" | head -30
+timeout 150 python3 examples/benchmark.py --device cuda --quick 2>&1 | tee $OUT/bench.log | grep softalign
+timeout 60 python3 tools/profile_small.py > $OUT/profile_small.log 2>&1; head -40 $OUT/profile_small.log | cut -c1-200
+timeout 100 ncu --clock-control none --kernel-name regex:"forward_kernel|backward_kernel" --launch-skip 2 --launch-count 3 --section SpeedOfLight --section Occupancy --section WarpStateStats --section InstructionStats --section LaunchStats python3 tools/profile_case.py 65536 32 32 --backward > $OUT/ncu_bwd.log 2>&1
+grep -E "forward_kernel|backward_kernel|Duration|Registers Per|Achieved Active Warps|Executed Instructions  |Warp Cycles Per Issued|Issued Ipc" $OUT/ncu_bwd.log | cut -c1-150

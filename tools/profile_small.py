@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Where the time of one small call goes (host and device): torch.profiler over a few
+forward + backward calls of a (B, M, N) case.
+
+    python3 tools/profile_small.py [B M N] [--affine]
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import softalign  # noqa: E402
+
+parser = argparse.ArgumentParser()
+parser.add_argument("shape", type=int, nargs="*", default=[16, 32, 32])
+parser.add_argument("--affine", action="store_true")
+args = parser.parse_args()
+S = torch.randn(*args.shape, device="cuda", requires_grad=True)
+gaps = dict(gap_open=-1.0, gap_extend=-0.5) if args.affine else dict(gap_open=-1.0)
+for _ in range(5):
+    softalign.smith_waterman(S, **gaps).sum().backward()
+torch.cuda.synchronize()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                        torch.profiler.ProfilerActivity.CUDA]) as prof:
+    for _ in range(10):
+        S.grad = None
+        softalign.smith_waterman(S, **gaps).sum().backward()
+    torch.cuda.synchronize()
+print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12))
