@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #ifndef SOFTALIGN_PACK_NAMESPACE
 #error "define SOFTALIGN_PACK_NAMESPACE (one per instruction set) before including pack.h"
 #endif
@@ -41,18 +45,25 @@ struct Mask {
   static Mask none() { return {V{} }; }
 };
 
+// One bit per lane (the sign bits): a single vmovmskps for 8 lanes, not a lane-by-lane loop.
 template <int W>
-inline bool any(Mask<W> m) {
-  bool r = false;
-  for (int l = 0; l < W; ++l) r |= m.v[l] != 0;
+inline unsigned bits_of(Mask<W> m) {
+#if defined(__AVX__)
+  if constexpr (W == 8) return unsigned(_mm256_movemask_ps((__m256)m.v));
+#endif
+  unsigned r = 0;
+  for (int l = 0; l < W; ++l) r |= unsigned(m.v[l] != 0) << l;
   return r;
 }
 
 template <int W>
+inline bool any(Mask<W> m) {
+  return bits_of(m) != 0;
+}
+
+template <int W>
 inline bool all(Mask<W> m) {
-  bool r = true;
-  for (int l = 0; l < W; ++l) r &= m.v[l] != 0;
-  return r;
+  return bits_of(m) == (W == 32 ? ~0u : (1u << W) - 1u);
 }
 
 template <int W>
@@ -123,14 +134,17 @@ inline typename Int<W>::V to_bits(typename Pack<W>::V f) {
 }
 }  // namespace detail
 
-// exp, Cephes-style: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2]; about 1 ulp. Exact at 0
-// (exp(0) = 1), 0 below -87.3 and for -inf, +inf above 88.7, NaN in, NaN out.
+// exp: 2^n * p(r), r = x - n ln2 in [-ln2/2, ln2/2], p a degree-6 minimax polynomial (relative
+// error 4e-9, so about 1 ulp after float32 rounding) evaluated by Estrin's scheme (short
+// dependency chain: the sweeps are latency-bound). 2^n is added to p's exponent bits. Exact at 0
+// (exp(0) = 1); 0 below -87.3 and for -inf (tiny results near there are not exact denormals);
+// +inf above 88.7; NaN in, NaN out.
 template <int W>
 inline Pack<W> exp_(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
   const F x0 = a.v;
-  F x = x0 < -87.33654f ? F{} - 87.33654f : x0;
+  F x = x0 < -87.33654f ? F{} - 87.33654f : x0;  // n >= -126: p * 2^n keeps a valid exponent
   x = x > 88.72283f ? F{} + 88.72283f : x;
   const F magic = F{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const F t = x * 1.44269504088896341f + magic;
@@ -138,21 +152,14 @@ inline Pack<W> exp_(Pack<W> a) {
   const I ni = detail::to_bits<W>(t) - detail::to_bits<W>(magic);
   F r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  F p = F{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  // 2^n in two halves, so n = 128 (x near 88.7) still lands in range.
-  const I h = ni >> 1;
-  const F s1 = detail::from_bits<W>((h + 127) << 23);
-  const F s2 = detail::from_bits<W>((ni - h + 127) << 23);
-  F y = p * s1 * s2;
+  const F r2 = r * r;
+  const F q01 = r * 1.6666521e-1f + 4.9999994e-1f;
+  const F q23 = r * 8.3687100e-3f + 4.1668390e-2f;
+  const F q = (r2 * 1.3814613e-3f + q23) * r2 + q01;
+  const F p = (q * r2 + r) + 1.0f;
+  F y = detail::from_bits<W>(detail::to_bits<W>(p) + (ni << 23));
   y = x0 < -87.33654f ? F{} : y;
-  y = x0 > 88.72283f ? F{} + __builtin_inff() : y;
-  y = x0 != x0 ? x0 : y;
+  y = x0 <= 88.72283f ? y : x0 + __builtin_inff();  // +inf above, NaN for NaN
   return Pack<W>::of(y);
 }
 
@@ -172,15 +179,16 @@ inline Pack<W> log_(Pack<W> a) {
   f = f + detail::from_bits<W>(detail::to_bits<W>(f) & small) - 1.0f;
   const F ef = __builtin_convertvector(e, F);
   const F z = f * f;
-  F p = F{} + 7.0376836292e-2f;
-  p = p * f + -1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f + -1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f + -1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f + -2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
+  // Cephes' degree-8 polynomial, by Estrin's scheme (a short dependency chain).
+  const F z2 = z * z;
+  const F p01 = f * -2.4999993993e-1f + 3.3333331174e-1f;
+  const F p23 = f * -1.6668057665e-1f + 2.0000714765e-1f;
+  const F p45 = f * -1.2420140846e-1f + 1.4249322787e-1f;
+  const F p67 = f * -1.1514610310e-1f + 1.1676998740e-1f;
+  const F p03 = p23 * z + p01;
+  const F p47 = p67 * z + p45;
+  const F p07 = p47 * z2 + p03;
+  const F p = (z2 * z2) * 7.0376836292e-2f + p07;
   F y = p * f * z;
   y = y + ef * -2.12194440e-4f;
   y = y - 0.5f * z;

@@ -37,6 +37,36 @@ struct Buffer {
 
 inline int64_t clamp_index(int k) { return k > 0 ? k - 1 : 0; }  // SPEC: G[max(i,1)-1]...
 
+// The 8 x 8 block src[r][0..8) (r = 0..7) written transposed: dst[k * stride + r] = src[r][k].
+// Lane-major rows of the items to a pack per column and back, without 64 scalar moves.
+inline void transpose8(const float* const* src, float* dst, int64_t stride) {
+#if defined(__AVX__)
+  const __m256 r0 = _mm256_loadu_ps(src[0]), r1 = _mm256_loadu_ps(src[1]);
+  const __m256 r2 = _mm256_loadu_ps(src[2]), r3 = _mm256_loadu_ps(src[3]);
+  const __m256 r4 = _mm256_loadu_ps(src[4]), r5 = _mm256_loadu_ps(src[5]);
+  const __m256 r6 = _mm256_loadu_ps(src[6]), r7 = _mm256_loadu_ps(src[7]);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst + 0 * stride, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + 1 * stride, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * stride, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * stride, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * stride, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * stride, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * stride, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+#else
+  for (int r = 0; r < 8; ++r)
+    for (int k = 0; k < 8; ++k) dst[k * stride + r] = src[r][k];
+#endif
+}
+
 // The W lanes' items: which item, its block, where its inputs are.
 template <int W>
 struct Group {
@@ -201,10 +231,19 @@ struct GroupSweep {
   P s(int j) const { return P::load(s_row.p + int64_t(j) * W); }
 
   void stage(int i) {
+    const float* src[W];
+    for (int l = 0; l < W; ++l) src[l] = p.scores + g.b[l] * p.M * p.N + int64_t(i - 1) * p.N;
+    int j0 = 0;
+    if constexpr (W == 8) {  // whole blocks of 8 columns transposed in registers
+      for (; j0 + 8 <= g.nmax; j0 += 8) {
+        const float* block[8];
+        for (int l = 0; l < 8; ++l) block[l] = src[l] + j0;
+        transpose8(block, s_row.p + int64_t(j0 + 1) * W, W);
+      }
+    }
     for (int l = 0; l < W; ++l) {
-      const float* src = p.scores + g.b[l] * p.M * p.N + int64_t(i - 1) * p.N;
       float* dst = s_row.p + W + l;
-      for (int j = 0; j < g.nmax; ++j) dst[int64_t(j) * W] = src[j];
+      for (int j = j0; j < g.nmax; ++j) dst[int64_t(j) * W] = src[l][j];
     }
     open.stage(i);
     if (kAffine) extend.stage(i);
@@ -316,19 +355,30 @@ struct GroupSweep {
   struct Grads {
     const GradsView<float>& v;
     Buffer<float> s_row;  // d score / d S of row i, a pack per column
+    Buffer<float> s_lanes;  // the same transposed: a row of nmax per lane
     PenaltyGradRow<W> open, extend;
     Grads(const Group<W>& g, const GradsView<float>& v_)
-        : v(v_), s_row(int64_t(g.nmax + 1) * W),
+        : v(v_), s_row(int64_t(g.nmax + 1) * W), s_lanes(int64_t(g.nmax + 1) * W),
           open(g, v_.open, v_.open_sb, v_.open_si, v_.open_sj),
           extend(g, v_.extend, v_.extend_sb, v_.extend_si, v_.extend_sj) {}
     void set_s(int j, P x) { x.store(s_row.p + int64_t(j) * W); }
     void flush(const Group<W>& g, int i) {
       if (i >= 1) {
+        int jb = 0;  // columns [0, jb) are in s_lanes
+        if constexpr (W == 8) {
+          for (; jb + 8 <= g.nmax; jb += 8) {
+            const float* block[8];
+            for (int r = 0; r < 8; ++r) block[r] = s_row.p + int64_t(jb + 1 + r) * W;
+            transpose8(block, s_lanes.p + jb, g.nmax);
+          }
+        }
         for (int l = 0; l < W; ++l) {
           if (!g.valid[l] || i > g.m[l]) continue;
           float* dst = v.scores + g.b[l] * v.M * v.N + int64_t(i - 1) * v.N;
+          const int nb = jb < g.n[l] ? jb : g.n[l];
+          if (nb > 0) std::memcpy(dst, s_lanes.p + int64_t(l) * g.nmax, sizeof(float) * nb);
           const float* src = s_row.p + W + l;
-          for (int j = 0; j < g.n[l]; ++j) dst[j] = src[int64_t(j) * W];
+          for (int j = nb; j < g.n[l]; ++j) dst[j] = src[int64_t(j) * W];
         }
       }
       open.flush(g, i);
