@@ -10,7 +10,7 @@ namespace softalign {
 namespace cpu {
 
 const LanesKernels* lanes_kernels_avx2() {
-  static const LanesKernels kernels{8, &avx2::forward_lanes<8>, &avx2::forward_backward_lanes<8>};
+  static const LanesKernels kernels{16, &avx2::forward_lanes<16>, &avx2::forward_backward_lanes<16>};
   return &kernels;
 }
 

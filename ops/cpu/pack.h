@@ -20,6 +20,83 @@
 namespace softalign {
 namespace SOFTALIGN_PACK_NAMESPACE {
 
+// Two native vectors acting as one of twice the lanes, each operation issued on both halves
+// (AVX2: 16 lanes in two ymm registers). A lone group of 8 lanes is latency-bound (each cell
+// waits for its left neighbour's exp/log chain); two interleaved halves fill those waits.
+// GCC's own 64-byte vectors on AVX2 compile to far slower code, hence this type.
+template <typename H, typename E>
+struct Pair {
+  H lo, hi;
+  static Pair of(H a, H b) { Pair r; r.lo = a; r.hi = b; return r; }
+  static constexpr int kHalf = int(sizeof(H) / sizeof(E));
+  E operator[](int l) const { return l < kHalf ? lo[l] : hi[l - kHalf]; }
+  void set(int l, E x) {
+    if (l < kHalf) lo[l] = x; else hi[l - kHalf] = x;
+  }
+  auto operator-() const { return of(-lo, -hi); }
+  auto operator~() const { return of(~lo, ~hi); }
+#define SOFTALIGN_PAIR_OP(op)                                                            \
+  friend Pair operator op(Pair a, Pair b) { return of(a.lo op b.lo, a.hi op b.hi); }     \
+  friend Pair operator op(Pair a, E b) { return of(a.lo op b, a.hi op b); }              \
+  friend Pair operator op(E a, Pair b) { return of(a op b.lo, a op b.hi); }              \
+  Pair& operator op##=(Pair b) { lo = lo op b.lo; hi = hi op b.hi; return *this; }
+  SOFTALIGN_PAIR_OP(+)
+  SOFTALIGN_PAIR_OP(-)
+  SOFTALIGN_PAIR_OP(*)
+  SOFTALIGN_PAIR_OP(/)
+  SOFTALIGN_PAIR_OP(&)
+  SOFTALIGN_PAIR_OP(|)
+#undef SOFTALIGN_PAIR_OP
+  friend Pair operator>>(Pair a, int k) { return of(a.lo >> k, a.hi >> k); }
+  friend Pair operator<<(Pair a, int k) { return of(a.lo << k, a.hi << k); }
+};
+
+#define SOFTALIGN_PAIR_CMP(op)                                                                  \
+  template <typename H, typename E>                                                             \
+  inline auto operator op(Pair<H, E> a, Pair<H, E> b) {                                         \
+    using HM = decltype(a.lo op b.lo);                                                          \
+    return Pair<HM, int32_t>::of(a.lo op b.lo, a.hi op b.hi);                                   \
+  }                                                                                             \
+  template <typename H, typename E>                                                             \
+  inline auto operator op(Pair<H, E> a, E b) {                                                  \
+    using HM = decltype(a.lo op b);                                                             \
+    return Pair<HM, int32_t>::of(a.lo op b, a.hi op b);                                         \
+  }
+SOFTALIGN_PAIR_CMP(<)
+SOFTALIGN_PAIR_CMP(>)
+SOFTALIGN_PAIR_CMP(<=)
+SOFTALIGN_PAIR_CMP(==)
+SOFTALIGN_PAIR_CMP(!=)
+#undef SOFTALIGN_PAIR_CMP
+
+// m ? a : b per lane, for native vectors and pairs alike (operator ?: cannot be overloaded).
+template <typename M, typename V>
+inline V vsel(M m, V a, V b) {
+  return m ? a : b;
+}
+template <typename HM, typename H, typename E>
+inline Pair<H, E> vsel(Pair<HM, int32_t> m, Pair<H, E> a, Pair<H, E> b) {
+  return Pair<H, E>::of(m.lo ? a.lo : b.lo, m.hi ? a.hi : b.hi);
+}
+// int32 lanes to float lanes.
+template <typename F, typename I>
+inline F to_float(I x) {
+  return __builtin_convertvector(x, F);
+}
+template <typename F, typename I>
+inline F to_float(Pair<I, int32_t> x) {
+  using HF = decltype(F{}.lo);
+  return F::of(__builtin_convertvector(x.lo, HF), __builtin_convertvector(x.hi, HF));
+}
+template <typename V, typename E>
+inline void set_lane(V& v, int l, E x) {
+  v[l] = x;
+}
+template <typename H, typename E>
+inline void set_lane(Pair<H, E>& v, int l, E x) {
+  v.set(l, x);
+}
+
 // The vector types of W lanes (GCC ignores vector_size on a type that depends on W).
 template <int W>
 struct VectorOf;
@@ -28,11 +105,19 @@ struct VectorOf<8> {
   typedef float F __attribute__((vector_size(32)));
   typedef int32_t I __attribute__((vector_size(32)));
 };
+#if defined(__AVX512F__)
 template <>
 struct VectorOf<16> {
   typedef float F __attribute__((vector_size(64)));
   typedef int32_t I __attribute__((vector_size(64)));
 };
+#else
+template <>
+struct VectorOf<16> {
+  using F = Pair<VectorOf<8>::F, float>;
+  using I = Pair<VectorOf<8>::I, int32_t>;
+};
+#endif
 
 template <int W>
 struct Mask {
@@ -50,6 +135,12 @@ template <int W>
 inline unsigned bits_of(Mask<W> m) {
 #if defined(__AVX__)
   if constexpr (W == 8) return unsigned(_mm256_movemask_ps((__m256)m.v));
+#if !defined(__AVX512F__)
+  if constexpr (W == 16) {
+    return unsigned(_mm256_movemask_ps((__m256)m.v.lo)) |
+           (unsigned(_mm256_movemask_ps((__m256)m.v.hi)) << 8);
+  }
+#endif
 #endif
   unsigned r = 0;
   for (int l = 0; l < W; ++l) r |= unsigned(m.v[l] != 0) << l;
@@ -88,7 +179,7 @@ struct Pack {
   static Pack load(const float* p) { Pack r; std::memcpy(&r.v, p, sizeof(V)); return r; }
   void store(float* p) const { std::memcpy(p, &v, sizeof(V)); }
   float operator[](int l) const { return v[l]; }
-  void set(int l, float x) { v[l] = x; }
+  void set(int l, float x) { set_lane(v, l, x); }
 
   friend Pack operator+(Pack a, Pack b) { return of(a.v + b.v); }
   friend Pack operator-(Pack a, Pack b) { return of(a.v - b.v); }
@@ -106,18 +197,18 @@ struct Pack {
 
 template <int W>
 inline Pack<W> select(Mask<W> m, Pack<W> a, Pack<W> b) {
-  return Pack<W>::of(m.v ? a.v : b.v);
+  return Pack<W>::of(vsel(m.v, a.v, b.v));
 }
 template <int W>
 inline Int<W> select(Mask<W> m, Int<W> a, Int<W> b) {
-  return Int<W>::of(m.v ? a.v : b.v);
+  return Int<W>::of(vsel(m.v, a.v, b.v));
 }
 
 // min/max without NaN care (vminps/vmaxps): only for values whose NaN lanes are discarded.
 template <int W>
-inline Pack<W> fast_min(Pack<W> a, Pack<W> b) { return Pack<W>::of(a.v < b.v ? a.v : b.v); }
+inline Pack<W> fast_min(Pack<W> a, Pack<W> b) { return Pack<W>::of(vsel(a.v < b.v, a.v, b.v)); }
 template <int W>
-inline Pack<W> fast_max(Pack<W> a, Pack<W> b) { return Pack<W>::of(a.v > b.v ? a.v : b.v); }
+inline Pack<W> fast_max(Pack<W> a, Pack<W> b) { return Pack<W>::of(vsel(a.v > b.v, a.v, b.v)); }
 
 namespace detail {
 template <int W>
@@ -144,8 +235,8 @@ inline Pack<W> exp_(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
   const F x0 = a.v;
-  F x = x0 < -87.33654f ? F{} - 87.33654f : x0;  // n >= -126: p * 2^n keeps a valid exponent
-  x = x > 88.72283f ? F{} + 88.72283f : x;
+  F x = vsel(x0 < -87.33654f, F{} - 87.33654f, x0);  // n >= -126: p * 2^n keeps a valid exponent
+  x = vsel(x > 88.72283f, F{} + 88.72283f, x);
   const F magic = F{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const F t = x * 1.44269504088896341f + magic;
   const F n = t - magic;
@@ -158,8 +249,8 @@ inline Pack<W> exp_(Pack<W> a) {
   const F q = (r2 * 1.3814613e-3f + q23) * r2 + q01;
   const F p = (q * r2 + r) + 1.0f;
   F y = detail::from_bits<W>(detail::to_bits<W>(p) + (ni << 23));
-  y = x0 < -87.33654f ? F{} : y;
-  y = x0 <= 88.72283f ? y : x0 + __builtin_inff();  // +inf above, NaN for NaN
+  y = vsel(x0 < -87.33654f, F{}, y);
+  y = vsel(x0 <= 88.72283f, y, x0 + __builtin_inff());  // +inf above, NaN for NaN
   return Pack<W>::of(y);
 }
 
@@ -177,7 +268,7 @@ inline Pack<W> log_(Pack<W> a) {
   const I small = f < 0.707106781186547524f;
   e = e + small;  // small is -1 where true
   f = f + detail::from_bits<W>(detail::to_bits<W>(f) & small) - 1.0f;
-  const F ef = __builtin_convertvector(e, F);
+  const F ef = to_float<F>(e);
   const F z = f * f;
   // Cephes' degree-8 polynomial, by Estrin's scheme (a short dependency chain).
   const F z2 = z * z;
@@ -193,10 +284,10 @@ inline Pack<W> log_(Pack<W> a) {
   y = y + ef * -2.12194440e-4f;
   y = y - 0.5f * z;
   y = f + y + ef * 0.693359375f;
-  y = x0 == 0.0f ? F{} - __builtin_inff() : y;
-  y = x0 < 0.0f ? F{} + __builtin_nanf("") : y;
-  y = x0 == __builtin_inff() ? x0 : y;
-  y = x0 != x0 ? x0 : y;
+  y = vsel(x0 == 0.0f, F{} - __builtin_inff(), y);
+  y = vsel(x0 < 0.0f, F{} + __builtin_nanf(""), y);
+  y = vsel(x0 == __builtin_inff(), x0, y);
+  y = vsel(x0 != x0, x0, y);
   return Pack<W>::of(y);
 }
 

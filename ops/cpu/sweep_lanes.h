@@ -87,8 +87,8 @@ struct Group {
       n[l] = static_cast<int>(p.lengths_b ? p.lengths_b[b[l]] : p.N);
       mmax = m[l] > mmax ? m[l] : mmax;
       nmax = n[l] > nmax ? n[l] : nmax;
-      mi.v[l] = m[l];
-      ni.v[l] = n[l];
+      set_lane(mi.v, l, m[l]);
+      set_lane(ni.v, l, n[l]);
     }
   }
 };
@@ -234,11 +234,13 @@ struct GroupSweep {
     const float* src[W];
     for (int l = 0; l < W; ++l) src[l] = p.scores + g.b[l] * p.M * p.N + int64_t(i - 1) * p.N;
     int j0 = 0;
-    if constexpr (W == 8) {  // whole blocks of 8 columns transposed in registers
+    if constexpr (W % 8 == 0) {  // whole blocks of 8 columns x 8 lanes transposed in registers
       for (; j0 + 8 <= g.nmax; j0 += 8) {
-        const float* block[8];
-        for (int l = 0; l < 8; ++l) block[l] = src[l] + j0;
-        transpose8(block, s_row.p + int64_t(j0 + 1) * W, W);
+        for (int lb = 0; lb < W; lb += 8) {
+          const float* block[8];
+          for (int l = 0; l < 8; ++l) block[l] = src[lb + l] + j0;
+          transpose8(block, s_row.p + int64_t(j0 + 1) * W + lb, W);
+        }
       }
     }
     for (int l = 0; l < W; ++l) {
@@ -365,11 +367,13 @@ struct GroupSweep {
     void flush(const Group<W>& g, int i) {
       if (i >= 1) {
         int jb = 0;  // columns [0, jb) are in s_lanes
-        if constexpr (W == 8) {
+        if constexpr (W % 8 == 0) {
           for (; jb + 8 <= g.nmax; jb += 8) {
-            const float* block[8];
-            for (int r = 0; r < 8; ++r) block[r] = s_row.p + int64_t(jb + 1 + r) * W;
-            transpose8(block, s_lanes.p + jb, g.nmax);
+            for (int lb = 0; lb < W; lb += 8) {
+              const float* block[8];
+              for (int r = 0; r < 8; ++r) block[r] = s_row.p + int64_t(jb + 1 + r) * W + lb;
+              transpose8(block, s_lanes.p + int64_t(lb) * g.nmax + jb, g.nmax);
+            }
           }
         }
         for (int l = 0; l < W; ++l) {
