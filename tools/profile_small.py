@@ -22,6 +22,33 @@ gaps = dict(gap_open=-1.0, gap_extend=-0.5) if args.affine else dict(gap_open=-1
 for _ in range(5):
     softalign.smith_waterman(S, **gaps).sum().backward()
 torch.cuda.synchronize()
+
+
+def per_call(fn, reps=200):
+    """Wall time per call in microseconds, the device drained at the end."""
+    import time
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps * 1e6
+
+
+D = S.detach()
+score = softalign.smith_waterman(S, **gaps)
+ones = torch.ones_like(score)
+extend = [gaps["gap_extend"]] if args.affine else []
+print(f"forward, no grad:            {per_call(lambda: softalign.smith_waterman(D, **gaps)):8.1f} us")
+print(f"forward, grad:               {per_call(lambda: softalign.smith_waterman(S, **gaps)):8.1f} us")
+print(f"backward op (number pens):   "
+      f"{per_call(lambda: torch.ops.softalign._smith_waterman_backward(ones, D, torch.tensor(-1.0, device='cuda'), torch.tensor(-0.5, device='cuda') if args.affine else None, 1.0, None, None, 'local', 'max')):8.1f} us")
+print(f"alignment op:                {per_call(lambda: softalign.smith_waterman_alignment(D, **gaps)):8.1f} us")
+def fwd_bwd():
+    S.grad = None
+    softalign.smith_waterman(S, **gaps).sum().backward()
+print(f"forward + backward:          {per_call(fwd_bwd):8.1f} us")
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                         torch.profiler.ProfilerActivity.CUDA]) as prof:
     for _ in range(10):

@@ -38,7 +38,9 @@ struct Shape {
   // (adjacent lanes, adjacent banks; the + 1 spreads the coalesced writes over the banks);
   // + G puts the groups of a warp on different banks.
   static constexpr int kTile = R * kW * (G + 1) + G;
-  static constexpr int kAbove = 2 * kStates * kW;  // lane 0's row above (adjoint: two pushes)
+  // The row above for lane 0 (forward: kStates values per step), or the pushes from the stripe
+  // below for lane G - 1 (adjoint: up and diagonal, kStates each, one column more).
+  static constexpr int kAbove = 2 * kStates * (kW + 1);
   static constexpr int kWarpFloats = kGroups * (kTile + kAbove);
   static constexpr int kSlab = kStates * kRows;  // saved values of one step of one group
 };
@@ -102,6 +104,7 @@ struct Group {
   const float* scores;  // S[b]
   float* grads;         // d S[b] (adjoint only)
   int m, n;             // 0 for an item the sweep skips (empty, past the batch or its stripes)
+  const float* below;   // adjoint: the ring slot the stripe below left its pushes in, or null
 };
 
 // The local end (SPEC "Score") of the cells seen so far: dp::LocalEnd's running max or
@@ -412,13 +415,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       n = it.n;
     }
   }
-  if (l == 0) groups[warp][grp] = {it.scores, nullptr, m, n};
+  if (l == 0) groups[warp][grp] = {it.scores, nullptr, m, n, nullptr};
   const bool leaves_row = m > 0 && stripe + 1 < item_stripes;  // the next stripe reads a row
   const bool reads_row = m > 0 && stripe > 0;
   const bool piped = ws.progress != nullptr;
   int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
   float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
-  const float* ring_in = m > 0 ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
   float* values = kSave ? ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab : nullptr;
   float* above_saved = kSave ? ws.above + (b * geo.stripes + stripe) * kStates * W : nullptr;
   // The whole warp runs the same steps (shuffles and staging are warp-wide).
@@ -623,15 +625,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       if (c.local) end = End::load(ws.ends + b * 4);
     }
   }
-  if (l == 0) groups[warp][grp] = {nullptr, m > 0 ? gv.scores + b * v.M * N : nullptr, m, n};
+  if (l == 0) groups[warp][grp] = {nullptr, m > 0 ? gv.scores + b * v.M * N : nullptr, m, n, nullptr};
   if constexpr (!kAffine) {
     if (l == 0 && b < B) groups[warp][grp].scores = it.scores;
   }
   const bool reads_below = m > 0 && stripe + 1 < item_stripes;
+  if (l == 0 && reads_below) groups[warp][grp].below = ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2);
   const bool piped = ws.progress != nullptr;
   int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
   float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
-  const float* ring_in = m > 0 ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
   const float* values = ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab;
   const float* above = ws.above + (b * geo.stripes + stripe) * kStates * W;
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
@@ -639,6 +641,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
   float* tile = &smem[warp][0];
   float* my_tile = tile + grp * Sh::kTile;
+  float* below_tile = tile + kGroups * Sh::kTile;
+  const float* my_below = below_tile + grp * Sh::kAbove;
   const int first_row = i0 + l * R + 1;
 
   // The saved values of the lane's rows at column `step - l` (zero outside the sweep).
@@ -657,10 +661,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       dst[st] = (l == 0 && m > 0 && j >= 0 && j <= n) ? above[st * W + j] : 0.f;
   };
 
-  // Saved values at the columns j, j - 1, j - 2 of the lane's rows (slabs step, step - 1,
-  // step - 2: loaded an iteration before they are needed), and the row above at j, j - 1.
-  float cur[kStates][R], left[kStates][R], ahead[kStates][R];
-  float up_cur[kStates], up_left[kStates], above_next[kStates];
+  // Saved values at the columns j, j - 1 of the lane's rows (slabs step, step - 1), and the
+  // slabs step - 2 .. step - 1 - kDepth in flight (loaded kDepth iterations before they are
+  // needed); the row above at j, j - 1 (lane 0: the saved row above, in flight the same way).
+  constexpr int kDepth = R >= 4 ? 1 : 4 / R;
+  float cur[kStates][R], left[kStates][R], pipe[kDepth][kStates][R];
+  float up_cur[kStates], up_left[kStates], above_pipe[kDepth][kStates];
   float from_right[kStates][R];  // pushes left from (i, j + 1)
   float diag_prev[kStates][R];   // pushes diagonal made by row r at column j + 1
   float below_up[kStates], below_diag[kStates], held_diag[kStates];  // from lane l + 1
@@ -673,7 +679,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int last_chunk = (steps + kW - 1) / kW - 1;
   load_rows(steps - 1, cur);
   load_rows(steps - 2, left);
-  load_rows(steps - 3, ahead);
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) {
+    load_rows(steps - 3 - d, pipe[d]);
+    load_above(steps - 2 - d, above_pipe[d]);  // lane 0's column is the step
+  }
   {  // the row above at the first step's column: lane l - 1's last row (slab steps - 2), or lane 0's
     float up_from_left[kStates];
 #pragma unroll
@@ -684,7 +694,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       for (int st = 0; st < kStates; ++st) up_cur[st] = up_from_left[st];
     }
   }
-  load_above(steps - 2, above_next);
   float d_open = 0.f, d_extend = 0.f;
 
   for (int k = last_chunk; k >= 0; --k) {
@@ -694,6 +703,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     __syncwarp();
     if constexpr (!kAffine) Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
+    // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
+    for (int idx = lane_id; idx < kGroups * Sh::kAbove; idx += 32) {
+      const int g = idx / Sh::kAbove, plane = (idx / (kW + 1)) % (2 * kStates), w = idx % (kW + 1);
+      const int column = k * kW + w - (G - 1);
+      const Group& info = groups[warp][g];
+      below_tile[idx] = info.below != nullptr && column >= 0 && column <= info.n
+                            ? __ldcg(info.below + plane * W + column)
+                            : 0.f;
+    }
     __syncwarp();
 
 #pragma unroll
@@ -704,18 +722,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       // The row above at j - 1: lane l - 1's last row at slab step - 2, or the saved row.
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {
-        const float from_left = __shfl_up_sync(kFullMask, ahead[st][R - 1], 1, G);
-        up_left[st] = l > 0 ? from_left : above_next[st];
+        const float from_left = __shfl_up_sync(kFullMask, pipe[0][st][R - 1], 1, G);
+        up_left[st] = l > 0 ? from_left : above_pipe[0][st];
       }
-      float next[kStates][R];  // slab step - 3, for two iterations on
-      load_rows(step - 3, next);
-      load_above(j - 2, above_next);
-      if (l == G - 1) {  // the first row of the stripe below, through the ring
+      float next[kStates][R], above_new[kStates];  // slab step - 2 - kDepth, row above there
+      load_rows(step - 2 - kDepth, next);
+      load_above(j - 1 - kDepth, above_new);
+      if (l == G - 1) {  // the first row of the stripe below, staged from the ring
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
-          const bool in = reads_below && j >= 0 && j <= n;
-          below_up[st] = in ? __ldcg(ring_in + st * W + j) : 0.f;
-          below_diag[st] = in && j + 1 <= n ? __ldcg(ring_in + (kStates + st) * W + j + 1) : 0.f;
+          below_up[st] = my_below[st * (kW + 1) + w];                // column j
+          below_diag[st] = my_below[(kStates + st) * (kW + 1) + w + 1];  // column j + 1
         }
       }
       const bool column_inside = j >= 0 && j <= n;
@@ -794,9 +811,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           cur[st][r] = left[st][r];
-          left[st][r] = ahead[st][r];
-          ahead[st][r] = next[st][r];
+          left[st][r] = pipe[0][st][r];
+#pragma unroll
+          for (int d = 0; d + 1 < kDepth; ++d) pipe[d][st][r] = pipe[d + 1][st][r];
+          pipe[kDepth - 1][st][r] = next[st][r];
         }
+#pragma unroll
+        for (int d = 0; d + 1 < kDepth; ++d) above_pipe[d][st] = above_pipe[d + 1][st];
+        above_pipe[kDepth - 1][st] = above_new[st];
       }
     }
     __syncwarp();
