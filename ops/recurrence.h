@@ -110,7 +110,6 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t) {
   float m = x[0];
 #pragma unroll
   for (int k = 1; k < K; ++k) m = max_nan(m, x[k]);
-  if (t == 0.f) return m;
   float rest[K - 1];
   if constexpr (K == 2) {
     rest[0] = fminf(x[0], x[1]);
@@ -123,12 +122,16 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t) {
     rest[1] = fminf(x[2], x[3]);
     rest[2] = fminf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
   }
-  const float c = kLog2e / t;
+  // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell;
+  // __fdividef (a reciprocal and a multiply) stays out of the sweep's loops, where an IEEE
+  // division would not. Its result for t beyond 2^126 is 0: every term then weighs the same,
+  // which is what exp((x - m) / t) rounds to there anyway.
+  const float c = __fdividef(kLog2e, t);
   float sum = 1.f;
 #pragma unroll
   for (int k = 0; k < K - 1; ++k) sum += ex2((rest[k] - m) * c);
   const float v = fmaf(lg2(sum), t * kLn2, m);
-  return fabsf(m) < INFINITY ? v : m;
+  return (t != 0.f) & (fabsf(m) < INFINITY) ? v : m;
 }
 }  // namespace device
 #endif
@@ -215,7 +218,7 @@ SOFTALIGN_UNROLL
   }
 #if defined(__CUDA_ARCH__)
   if constexpr (std::is_same_v<V, float>) {  // exp2, and one reciprocal for the K divisions
-    const float c = device::kLog2e / t;
+    const float c = __fdividef(device::kLog2e, t);
     float sum = 0.f;
 SOFTALIGN_UNROLL
     for (int k = 0; k < K; ++k) {

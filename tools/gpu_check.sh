@@ -5,6 +5,7 @@
 #   bash tools/gpu_check.sh            everything
 #   bash tools/gpu_check.sh --no-bench  everything but the benchmark
 #   BENCH_ARGS=--quick bash tools/gpu_check.sh   a short benchmark
+#   GENERAL=0 bash tools/gpu_check.sh   without the runs that force the thread-per-item path
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -60,7 +61,7 @@ fi
 
 # CUDA vs CPU: the fast forward (default), then the general forward (thread per item).
 step smoke python3 tools/cuda_smoke.py
-step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
+[ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
 step pytest python3 -m pytest -q test_py -k cuda
 
@@ -68,7 +69,7 @@ step pytest python3 -m pytest -q test_py -k cuda
 # so that memcheck sees every allocation's bounds.
 step memcheck env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
   --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
-step memcheck_general env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SOFTALIGN_CUDA_GENERAL=1 \
+[ "${GENERAL:-1}" = 1 ] && step memcheck_general env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SOFTALIGN_CUDA_GENERAL=1 \
   compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
 step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny

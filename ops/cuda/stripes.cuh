@@ -123,13 +123,14 @@ struct End {
   __device__ void add(float v, int vi, int vj, const dp::Config<float>& c, bool soft) {
     if (!kWhere && !soft) {
       best = dp::device::max_nan(best, v);  // NaN sticks, as in LocalEnd::add
-    } else if (soft) {
-      dp::LocalEnd<float> e;
-      e.best = best;
-      e.soft_sum = soft_sum;
-      e.add(v, vi, vj, c);
-      best = e.best;
-      soft_sum = e.soft_sum;
+    } else if (soft) {  // LocalEnd::add's online log-sum-exp, in base 2
+      const float scale = __fdividef(dp::device::kLog2e, c.temperature);
+      if (v > best) {
+        soft_sum = soft_sum * dp::device::ex2((best - v) * scale) + 1.f;
+        best = v;
+      } else {
+        soft_sum += dp::device::ex2((v - best) * scale);
+      }
     } else if (v > best || (v != v && best == best) || (v == best && before(vi, vj, i, j))) {
       best = v;
       i = vi;
@@ -239,14 +240,12 @@ __device__ __forceinline__ void cell(int j, float s, float o, float e,
     left[dp::kA] = s + dp::smax(xa, c.temperature);
     left[dp::kX] = dp::smax(xv, c.temperature);
     left[dp::kY] = dp::smax(xh, c.temperature);
-  } else {
-    if (j == 0) {  // SPEC column 0: H[i][0] = 0 (local) or H[i-1][0] + g (global)
-      left[0] = c.local ? 0.f : up[0] + o;
-      return;
-    }
+  } else {  // a select, not a branch: the lanes meet column 0 at different steps
     float x[4];
     dp::LinearTerms::of(diag[0], up[0], left[0], s, o, c.local, x);
-    left[0] = dp::smax(x, c.temperature);
+    const float inside = dp::smax(x, c.temperature);
+    // SPEC column 0: H[i][0] = 0 (local) or H[i-1][0] + g (global)
+    left[0] = j == 0 ? (c.local ? 0.f : up[0] + o) : inside;
   }
 }
 
@@ -506,7 +505,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
           for (int st = 0; st < kStates; ++st) values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] = cur[st];
         }
-        if (column_inside && i <= m) {
+        if (!kSave && c.local && !soft) {  // the common case, without a branch per cell
+          end.best = dp::device::max_nan(end.best, column_inside && i <= m ? cur[0] : -INFINITY);
+        } else if (column_inside && i <= m) {
           if (c.local) end.add<kSave>(cur[0], i, j, c, soft);  // A (affine) or H (linear)
           if (!c.local && i == m && j == n) {
             if constexpr (kAffine) {  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
@@ -695,6 +696,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
   }
   float d_open = 0.f, d_extend = 0.f;
+  // The soft end's seed g exp((v - best) / t) / soft_sum, as g / soft_sum * exp2((v - best) c).
+  const float seed_scale = soft && m > 0 ? g / end.soft_sum : 0.f;
+  const float seed_exp2 = soft ? __fdividef(dp::device::kLog2e, c.temperature) : 0.f;
 
   for (int k = last_chunk; k >= 0; --k) {
     // The stripe below must have left the pushes of the columns this chunk's last lane reads.
@@ -753,8 +757,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         }
         if (inside && j >= 1) {  // the seeds (SPEC "Gradients")
           if (c.local) {
-            if (soft) {
-              e[0] += g * dp::exp_((cur[0][r] - end.best) / c.temperature) / end.soft_sum;
+            if (soft) {  // normalised: the seeds of all cells and of the empty alignment sum to g
+              e[0] += seed_scale * dp::device::ex2((cur[0][r] - end.best) * seed_exp2);
             } else if (i == end.i && j == end.j) {
               e[0] += g;
             }
