@@ -63,21 +63,21 @@ fi
 step smoke python3 tools/cuda_smoke.py
 [ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
-step pytest python3 -m pytest -q test_py -k cuda
+step pytest timeout 240 python3 -m pytest -q test_py -k cuda
 
 # Sanitizers over a few small cases of each model (forward + backward); no caching allocator,
 # so that memcheck sees every allocation's bounds.
-step memcheck env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
+step memcheck timeout 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
   --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
 [ "${GENERAL:-1}" = 1 ] && step memcheck_general env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SOFTALIGN_CUDA_GENERAL=1 \
   compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
-step racecheck compute-sanitizer --tool racecheck --error-exitcode 1 \
+step racecheck timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny
-step synccheck compute-sanitizer --tool synccheck --error-exitcode 1 \
+step synccheck timeout 120 compute-sanitizer --tool synccheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny
 
 if [ "$BENCH" -eq 1 ]; then
-  step benchmark python3 examples/benchmark.py --device cuda ${BENCH_ARGS:-}
+  step benchmark timeout 200 python3 examples/benchmark.py --device cuda ${BENCH_ARGS:-}
 fi
 
 echo "=== summary"
