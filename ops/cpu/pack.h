@@ -258,7 +258,12 @@ inline Pack<W> exp_(Pack<W> a) {
 // for normal x. 0 -> -inf, +inf -> +inf, negative or NaN -> NaN (denormals are not expected:
 // the cell math takes logs of sums >= 1).
 template <int W>
-inline Pack<W> log_(Pack<W> a) {
+inline Pack<W> log_(Pack<W> a);
+
+// log of normal, finite, positive x (the special cases of log_ left out: the sums the cell math
+// takes logs of lie in [1, K]).
+template <int W>
+inline Pack<W> log_positive(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
   const F x0 = a.v;
@@ -284,11 +289,63 @@ inline Pack<W> log_(Pack<W> a) {
   y = y + ef * -2.12194440e-4f;
   y = y - 0.5f * z;
   y = f + y + ef * 0.693359375f;
+  return Pack<W>::of(y);
+}
+
+template <int W>
+inline Pack<W> log_(Pack<W> a) {
+  using F = typename Pack<W>::V;
+  const F x0 = a.v;
+  F y = log_positive(a).v;
   y = vsel(x0 == 0.0f, F{} - __builtin_inff(), y);
   y = vsel(x0 < 0.0f, F{} + __builtin_nanf(""), y);
   y = vsel(x0 == __builtin_inff(), x0, y);
   y = vsel(x0 != x0, x0, y);
   return Pack<W>::of(y);
+}
+
+// 2^y for y <= 0 or -inf (the cell math's (x_k - max) * log2(e) / t): 2^n * p(f), n = round(y),
+// f = y - n in [-1/2, 1/2] (exact), p a degree-6 minimax polynomial (relative error 1.6e-8) by
+// Estrin's scheme. Exact at 0; 0 below -126. y > 0 or NaN give unspecified values: callers
+// discard those lanes.
+template <int W>
+inline Pack<W> exp2_nonpositive(Pack<W> a) {
+  using F = typename Pack<W>::V;
+  using I = typename Int<W>::V;
+  const F y0 = a.v;
+  const F y = vsel(y0 > -126.0f, y0, F{} - 126.0f);  // vmaxps
+  const F magic = F{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F t = y + magic;
+  const F n = t - magic;
+  const I ni = detail::to_bits<W>(t) - detail::to_bits<W>(magic);
+  const F f = y - n;
+  const F f2 = f * f;
+  const F q01 = f * 2.4022647738456726e-1f + 6.9314718246459961e-1f;
+  const F q23 = f * 9.6184369176626205e-3f + 5.5503323674201965e-2f;
+  const F q45 = f * 1.5353361959569156e-4f + 1.3398875016719103e-3f;
+  const F q = (q45 * f2 + q23) * f2 + q01;
+  const F p = f * q + 1.0f;
+  F r = detail::from_bits<W>(detail::to_bits<W>(p) + (ni << 23));
+  r = vsel(y0 < -126.0f, F{}, r);
+  return Pack<W>::of(r);
+}
+
+// Lanes where a or b is NaN (one vcmpunordps per 8 lanes).
+template <typename M, typename V>
+inline M unordered_bits(V a, V b) {
+#if defined(__AVX__)
+  if constexpr (sizeof(V) == 32) return (M)_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q);
+#endif
+  return (a != a) | (b != b);
+}
+template <typename M, typename H, typename E>
+inline M unordered_bits(Pair<H, E> a, Pair<H, E> b) {
+  using HM = decltype(M{}.lo);
+  return M::of(unordered_bits<HM>(a.lo, b.lo), unordered_bits<HM>(a.hi, b.hi));
+}
+template <int W>
+inline Mask<W> unordered(Pack<W> a, Pack<W> b) {
+  return {unordered_bits<typename Mask<W>::V>(a.v, b.v)};
 }
 
 }  // namespace SOFTALIGN_PACK_NAMESPACE

@@ -175,6 +175,18 @@ struct LocalEndLanes {
       : soft(c.soft_reduction && c.temperature > 0.0f), t(c.temperature),
         inv_t(soft ? 1.0f / c.temperature : 0.0f) {}
 
+  // The max reduction's seed, d score / d V = 1 at the best cell: added to row i's adjoints
+  // `e` (a pack per column) before the row is swept, for the lanes whose best cell is in row i.
+  void seed_row(int i, P* e, P grad) const {
+    const Mask<W> here = best_i == I(i);
+    if (i == 0 || !any(here)) return;
+    for (int l = 0; l < W; ++l) {
+      if (!here.v[l]) continue;
+      P& c = e[best_j.v[l]];
+      c.set(l, c[l] + grad[l]);
+    }
+  }
+
   void add(P v, int i, int j, Mask<W> in) {
     if (soft) {  // one exp: exp(-|v - best| / t), scaling the old sum when v is the new best
       const Mask<W> gt = v > best;
@@ -198,6 +210,83 @@ struct LocalEndLanes {
   }
 };
 
+// recurrence.h's smax and smax_weights for packs, the same math with fewer instructions per
+// cell: t's constants computed once; a NaN-propagating max from vmaxps and vcmpunordps; base-2
+// exps of the non-positive (x_k - max) * log2(e) / t (exp2_nonpositive: no overflow or NaN
+// handling, which only lanes with a non-finite max would need, and those take the max); the log
+// of a sum in [1, K] without log_'s special cases.
+template <int W>
+struct CellMath {
+  using P = Pack<W>;
+  using Mk = Mask<W>;
+  bool hard;  // t == 0: the max, one-hot weights
+  P t, c;     // t and log2(e) / t
+
+  explicit CellMath(float temperature)
+      : hard(temperature == 0.0f), t(temperature),
+        c(temperature > 0.0f ? 1.4426950408889634f / temperature : 0.0f) {}
+
+  template <int K>
+  static P nan_max(const P (&x)[K]) {
+    static_assert(K >= 2 && K <= 4, "2, 3 or 4 terms");
+    if constexpr (K == 2) {
+      return select(unordered(x[0], x[1]), x[0] + x[1], fast_max(x[0], x[1]));
+    } else if constexpr (K == 3) {
+      const Mk nan = unordered(x[0], x[1]) | unordered(x[2], x[2]);
+      return select(nan, x[0] + x[1] + x[2], fast_max(fast_max(x[0], x[1]), x[2]));
+    } else {
+      const Mk nan = unordered(x[0], x[1]) | unordered(x[2], x[3]);
+      const P m = fast_max(fast_max(x[0], x[1]), fast_max(x[2], x[3]));
+      return select(nan, (x[0] + x[1]) + (x[2] + x[3]), m);  // a NaN lane sums to NaN
+    }
+  }
+
+  template <int K>
+  P smax(const P (&x)[K]) const {
+    const P m = nan_max(x);
+    if (hard) return m;
+    P rest[K - 1];  // the K - 1 terms below the max (recurrence.h's network)
+    if constexpr (K == 2) {
+      rest[0] = fast_min(x[0], x[1]);
+    } else {
+      const P hi01 = fast_max(x[0], x[1]);
+      rest[0] = fast_min(x[0], x[1]);
+      if constexpr (K == 3) {
+        rest[1] = fast_min(hi01, x[2]);
+      } else {
+        const P hi23 = fast_max(x[2], x[3]);
+        rest[1] = fast_min(x[2], x[3]);
+        rest[2] = fast_min(hi01, hi23);
+      }
+    }
+    P sum = P(1.0f);
+    for (int k = 0; k < K - 1; ++k) sum += exp2_nonpositive((rest[k] - m) * c);
+    return select(dp::is_finite(m), m + t * log_positive(sum), m);
+  }
+
+  template <int K>
+  void weights(const P (&x)[K], P (&w)[K]) const {
+    const P m = nan_max(x);
+    const Mk finite = dp::is_finite(m);
+    if (hard || !any(finite)) {
+      dp::hard_weights(x, m, w);
+      return;
+    }
+    P sum = P(0.0f);
+    for (int k = 0; k < K; ++k) {
+      w[k] = exp2_nonpositive((x[k] - m) * c);
+      sum += w[k];
+    }
+    const P inv_sum = P(1.0f) / sum;
+    for (int k = 0; k < K; ++k) w[k] *= inv_sum;
+    if (!all(finite)) {  // some lanes take the one-hot weights
+      P h[K];
+      dp::hard_weights(x, m, h);
+      for (int k = 0; k < K; ++k) w[k] = select(finite, w[k], h[k]);
+    }
+  }
+};
+
 template <int W, bool kAffine>
 struct GroupSweep {
   using P = Pack<W>;
@@ -215,12 +304,13 @@ struct GroupSweep {
   int rows_kept = 0;
   P* table = nullptr;
   LocalEndLanes<W> end;
+  CellMath<W> cell;
 
   GroupSweep(const ProblemView<float>& p_, const int64_t* items)
       : p(p_), c(p_.config), g(p_, items), width(g.nmax + 1), s_row(width * W),
         open(g, p_.open, p_.open_sb, p_.open_si, p_.open_sj),
         extend(g, p_.extend, p_.extend_sb, p_.extend_si, p_.extend_sj), col_in(width),
-        end(p_.config) {
+        end(p_.config), cell(p_.config.temperature) {
     for (int j = 0; j <= g.nmax; ++j) col_in[j] = I(j) <= g.ni;
   }
 
@@ -260,7 +350,6 @@ struct GroupSweep {
   // ------------------------------------------------------------ forward (sweep.h's, per lane)
   P forward_linear() {
     const bool local = c.local;
-    const float t = c.temperature;
     float last[W] = {};
     open.stage(0);
     P* h0 = row(0, 0);
@@ -276,7 +365,7 @@ struct GroupSweep {
       for (int j = 1; j <= g.nmax; ++j) {
         P x[4];
         dp::LinearTerms::of(hp[j - 1], hp[j], hc[j - 1], s(j), open.at(j), local, x);
-        hc[j] = dp::smax(x, t);
+        hc[j] = cell.smax(x);
         if (local) end.add(hc[j], i, j, rin & col_in[j]);
       }
       if (!local) take_last(i, hc, last);
@@ -289,7 +378,6 @@ struct GroupSweep {
     using dp::kX;
     using dp::kY;
     const bool local = c.local;
-    const float t = c.temperature;
     const P ninf = dp::neg_inf<P>();
     float last[3][W] = {};
     open.stage(0);
@@ -306,7 +394,7 @@ struct GroupSweep {
           P x[3];
           dp::AffineHorizontalTerms::of(a0[j - 1], x0[j - 1], y0[j - 1], open.at(j),
                                         extend.at(j), x);
-          y0[j] = dp::smax(x, t);
+          y0[j] = cell.smax(x);
         }
       }
       if (!local)
@@ -322,7 +410,7 @@ struct GroupSweep {
       } else {
         P x[2];
         dp::AffineVerticalTerms::of(ap[0], xp[0], open.at(0), extend.at(0), x);
-        xc[0] = dp::smax(x, t);
+        xc[0] = cell.smax(x);
       }
       const Mk rin = row_in(i);
       for (int j = 1; j <= g.nmax; ++j) {
@@ -331,9 +419,9 @@ struct GroupSweep {
         dp::AffineMatchTerms::of(ap[j - 1], xp[j - 1], yp[j - 1], local, xa);
         dp::AffineVerticalTerms::of(ap[j], xp[j], o, e, xv);
         dp::AffineHorizontalTerms::of(ac[j - 1], xc[j - 1], yc[j - 1], o, e, xh);
-        ac[j] = s(j) + dp::smax(xa, t);
-        xc[j] = dp::smax(xv, t);
-        yc[j] = dp::smax(xh, t);
+        ac[j] = s(j) + cell.smax(xa);
+        xc[j] = cell.smax(xv);
+        yc[j] = cell.smax(xh);
         if (local) end.add(ac[j], i, j, rin & col_in[j]);
       }
       if (!local)
@@ -341,7 +429,7 @@ struct GroupSweep {
     }
     if (local) return end.score();
     P lastp[3] = {P::load(last[0]), P::load(last[1]), P::load(last[2])};
-    return dp::smax(lastp, t);  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
+    return cell.smax(lastp);  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
   }
 
   P forward(int rows) {
@@ -402,7 +490,6 @@ struct GroupSweep {
 
   void backward_linear(P score, P grad, Grads& gr) {
     const bool local = c.local;
-    const float t = c.temperature;
     Buffer<P> adjoint(2 * width);
     auto erow = [&](int i) { return adjoint.p + (i % 2) * width; };
     float seed[1][W];
@@ -419,9 +506,12 @@ struct GroupSweep {
         seed_global(i, rows, seed);
       }
       const Mk rin = row_in(i);
+      if (local && !end.soft) end.seed_row(i, ec, grad);
       for (int j = g.nmax; j >= 1; --j) {
         P e = ec[j];
-        if (local) e = e + masked(rin & col_in[j], grad * end.seed(hc[j], i, j, score));
+        if (local && end.soft) {
+          e = e + masked(rin & col_in[j], grad * end.seed(hc[j], i, j, score));
+        }
         const Mk act = e != P(0.0f);
         if (!any(act)) {
           gr.set_s(j, P(0.0f));
@@ -429,7 +519,7 @@ struct GroupSweep {
         }
         P x[4], w[4];
         dp::LinearTerms::of(hp[j - 1], hp[j], hc[j - 1], s(j), open.at(j), local, x);
-        dp::smax_weights(x, t, w);
+        cell.weights(x, w);
         const P em = masked(act, e * w[dp::LinearTerms::kMatch]);
         gr.set_s(j, em);
         ep[j - 1] += em;
@@ -470,7 +560,7 @@ struct GroupSweep {
     P x[3], w[3];
     AffineHorizontalTerms::of(row(dp::kA, i)[j - 1], row(dp::kX, i)[j - 1],
                               row(dp::kY, i)[j - 1], open.at(j), extend.at(j), x);
-    dp::smax_weights(x, c.temperature, w);
+    cell.weights(x, w);
     E[dp::kA][j - 1] += masked(act, ey * w[AffineHorizontalTerms::kOpenFromA]);
     E[dp::kX][j - 1] += masked(act, ey * w[AffineHorizontalTerms::kOpenFromX]);
     E[dp::kY][j - 1] += masked(act, ey * w[AffineHorizontalTerms::kExtend]);
@@ -487,7 +577,7 @@ struct GroupSweep {
     P x[2], w[2];
     AffineVerticalTerms::of(row(dp::kA, i - 1)[j], row(dp::kX, i - 1)[j], open.at(j),
                             extend.at(j), x);
-    dp::smax_weights(x, c.temperature, w);
+    cell.weights(x, w);
     E_up[dp::kA][j] += masked(act, ex * w[AffineVerticalTerms::kOpen]);
     E_up[dp::kX][j] += masked(act, ex * w[AffineVerticalTerms::kExtend]);
     gr.open.add(j, masked(act, ex * w[AffineVerticalTerms::kOpen]));
@@ -496,7 +586,6 @@ struct GroupSweep {
 
   void backward_affine(P score, P grad, Grads& gr) {
     const bool local = c.local;
-    const float t = c.temperature;
     Buffer<P> adjoint(int64_t(3) * 2 * width);
     auto erow = [&](int s, int i) { return adjoint.p + (int64_t(s) * 2 + i % 2) * width; };
     float seed[3][W] = {};
@@ -505,7 +594,7 @@ struct GroupSweep {
       for (int s = 0; s < 3; ++s)
         for (int l = 0; l < W; ++l) last[s][l] = row(s, g.m[l])[g.n[l]][l];
       P lastp[3] = {P::load(last[0]), P::load(last[1]), P::load(last[2])}, w[3];
-      dp::smax_weights(lastp, t, w);
+      cell.weights(lastp, w);
       for (int s = 0; s < 3; ++s) (grad * w[s]).store(seed[s]);
     }
     for (int i = g.mmax; i >= 1; --i) {
@@ -518,9 +607,12 @@ struct GroupSweep {
       const P* ac = row(dp::kA, i);
       const P *ap = row(dp::kA, i - 1), *xp = row(dp::kX, i - 1), *yp = row(dp::kY, i - 1);
       const Mk rin = row_in(i);
+      if (local && !end.soft) end.seed_row(i, E[dp::kA], grad);
       for (int j = g.nmax; j >= 1; --j) {
         P ea = E[dp::kA][j];
-        if (local) ea = ea + masked(rin & col_in[j], grad * end.seed(ac[j], i, j, score));
+        if (local && end.soft) {
+          ea = ea + masked(rin & col_in[j], grad * end.seed(ac[j], i, j, score));
+        }
         const P ex = E[dp::kX][j], ey = E[dp::kY][j];
         push_horizontal(E, i, j, ey, gr);
         push_vertical(E_up, i, j, ex, gr);
@@ -529,7 +621,7 @@ struct GroupSweep {
         if (any(act)) {
           P x[4], w[4];
           dp::AffineMatchTerms::of(ap[j - 1], xp[j - 1], yp[j - 1], local, x);
-          dp::smax_weights(x, t, w);
+          cell.weights(x, w);
           E_up[dp::kA][j - 1] += masked(act, ea * w[1]);
           E_up[dp::kX][j - 1] += masked(act, ea * w[2]);
           E_up[dp::kY][j - 1] += masked(act, ea * w[3]);
