@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int first_row = i0 + l * R + 1;
 
   End end;
-  end.soft_sum = l == 0 ? 1.f : 0.f;  // the empty alignment, counted once per item
+  end.soft_sum = l == 0 && stripe == 0 ? 1.f : 0.f;  // the empty alignment, once per item
   float final_value = 0.f;
   bool has_final = false;
   float h[kStates][R];  // the lane's rows at the column just done (the next cell's left)
