@@ -306,9 +306,10 @@ inline Pack<W> log_(Pack<W> a) {
 
 // 2^y for y <= 0 or -inf (the cell math's (x_k - max) * log2(e) / t): 2^n * p(f), n = round(y),
 // f = y - n in [-1/2, 1/2] (exact), p a degree-6 minimax polynomial (relative error 1.6e-8) by
-// Estrin's scheme. Exact at 0; 0 below -126. y > 0 or NaN give unspecified values: callers
-// discard those lanes.
-template <int W>
+// Estrin's scheme. Exact at 0; 0 below -126 (kZeroBelow; else a positive value <= 2^-126 there,
+// for sums that it cannot change). y > 0 or NaN give unspecified values: callers discard those
+// lanes.
+template <bool kZeroBelow = true, int W>
 inline Pack<W> exp2_nonpositive(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
@@ -326,7 +327,7 @@ inline Pack<W> exp2_nonpositive(Pack<W> a) {
   const F q = (q45 * f2 + q23) * f2 + q01;
   const F p = f * q + 1.0f;
   F r = detail::from_bits<W>(detail::to_bits<W>(p) + (ni << 23));
-  r = vsel(y0 < -126.0f, F{}, r);
+  if (kZeroBelow) r = vsel(y0 < -126.0f, F{}, r);
   return Pack<W>::of(r);
 }
 

@@ -219,25 +219,26 @@ template <int W>
 struct CellMath {
   using P = Pack<W>;
   using Mk = Mask<W>;
-  bool hard;  // t == 0: the max, one-hot weights
-  P t, c;     // t and log2(e) / t
+  bool hard;      // t == 0: the max, one-hot weights
+  bool t_finite;  // t < inf
+  P t, c;         // t and log2(e) / t
 
   explicit CellMath(float temperature)
-      : hard(temperature == 0.0f), t(temperature),
+      : hard(temperature == 0.0f), t_finite(temperature < __builtin_inff()), t(temperature),
         c(temperature > 0.0f ? 1.4426950408889634f / temperature : 0.0f) {}
 
   template <int K>
   static P nan_max(const P (&x)[K]) {
     static_assert(K >= 2 && K <= 4, "2, 3 or 4 terms");
+    const P nan = P(__builtin_nanf(""));
     if constexpr (K == 2) {
-      return select(unordered(x[0], x[1]), x[0] + x[1], fast_max(x[0], x[1]));
+      return select(unordered(x[0], x[1]), nan, fast_max(x[0], x[1]));
     } else if constexpr (K == 3) {
-      const Mk nan = unordered(x[0], x[1]) | unordered(x[2], x[2]);
-      return select(nan, x[0] + x[1] + x[2], fast_max(fast_max(x[0], x[1]), x[2]));
+      const Mk any_nan = unordered(x[0], x[1]) | unordered(x[2], x[2]);
+      return select(any_nan, nan, fast_max(fast_max(x[0], x[1]), x[2]));
     } else {
-      const Mk nan = unordered(x[0], x[1]) | unordered(x[2], x[3]);
-      const P m = fast_max(fast_max(x[0], x[1]), fast_max(x[2], x[3]));
-      return select(nan, (x[0] + x[1]) + (x[2] + x[3]), m);  // a NaN lane sums to NaN
+      const Mk any_nan = unordered(x[0], x[1]) | unordered(x[2], x[3]);
+      return select(any_nan, nan, fast_max(fast_max(x[0], x[1]), fast_max(x[2], x[3])));
     }
   }
 
@@ -259,9 +260,13 @@ struct CellMath {
         rest[2] = fast_min(hi01, hi23);
       }
     }
+    // Terms below 2^-126 of the max are not flushed to 0: they vanish in the sum (>= 1) anyway.
     P sum = P(1.0f);
-    for (int k = 0; k < K - 1; ++k) sum += exp2_nonpositive((rest[k] - m) * c);
-    return select(dp::is_finite(m), m + t * log_positive(sum), m);
+    for (int k = 0; k < K - 1; ++k) sum += exp2_nonpositive<false>((rest[k] - m) * c);
+    // sum is finite in [1, K] in every lane (lanes with a non-finite max included), so with a
+    // finite t, m + t log(sum) is m itself where m is +-inf or NaN.
+    const P v = m + t * log_positive(sum);
+    return t_finite ? v : select(dp::is_finite(m), v, m);
   }
 
   template <int K>
