@@ -504,22 +504,26 @@ struct GroupSweep {
       const P* hp = row(0, i - 1);
       const P* hc = row(0, i);
       P* ec = erow(i);
-      P* ep = erow(i - 1);
-      for (int j = 0; j <= g.nmax; ++j) ep[j] = P(0.0f);
+      P* ep = erow(i - 1);  // every column written below: no zero-fill
       if (!local) {
         P* rows[1] = {ec};
         seed_global(i, rows, seed);
       }
       const Mk rin = row_in(i);
       if (local && !end.soft) end.seed_row(i, ec, grad);
+      // Cell j + 1's pushes into ep[j] (diagonal) and ec[j] (left), carried in registers: each
+      // adjoint is stored once, in the order of sweep.h's additions.
+      P diag_in = P(0.0f), left_in = P(0.0f);
       for (int j = g.nmax; j >= 1; --j) {
-        P e = ec[j];
+        P e = ec[j] + left_in;
         if (local && end.soft) {
           e = e + masked(rin & col_in[j], grad * end.seed(hc[j], i, j, score));
         }
         const Mk act = e != P(0.0f);
         if (!any(act)) {
           gr.set_s(j, P(0.0f));
+          ep[j] = diag_in;
+          diag_in = left_in = P(0.0f);
           continue;
         }
         P x[4], w[4];
@@ -527,11 +531,13 @@ struct GroupSweep {
         cell.weights(x, w);
         const P em = masked(act, e * w[dp::LinearTerms::kMatch]);
         gr.set_s(j, em);
-        ep[j - 1] += em;
-        ep[j] += masked(act, e * w[dp::LinearTerms::kUp]);
-        ec[j - 1] += masked(act, e * w[dp::LinearTerms::kLeft]);
+        ep[j] = diag_in + masked(act, e * w[dp::LinearTerms::kUp]);
+        diag_in = em;
+        left_in = masked(act, e * w[dp::LinearTerms::kLeft]);
         gr.open.add(j, masked(act, e * (w[dp::LinearTerms::kUp] + w[dp::LinearTerms::kLeft])));
       }
+      ep[0] = diag_in;
+      ec[0] = ec[0] + left_in;
       if (!local) {  // H[i][0] = H[i-1][0] + g
         const P e0 = masked(ec[0] != P(0.0f), ec[0]);
         ep[0] += e0;
