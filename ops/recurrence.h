@@ -76,6 +76,30 @@ SOFTALIGN_HD V nan_max(V a, V b) {
   return select((a > b) | (a != a), a, b);
 }
 
+// The K - 1 terms of x other than one maximal one, by a min/max network (no branches, so the
+// same for every SIMD lane or GPU thread whichever term is the max). V is a pack (fast_min /
+// fast_max beside it, found by argument-dependent lookup) or float (below, on the GPU). NaN
+// handling is the caller's: the max it pairs these with decides a NaN cell.
+SOFTALIGN_HD float fast_min(float a, float b) { return fminf(a, b); }
+SOFTALIGN_HD float fast_max(float a, float b) { return fmaxf(a, b); }
+template <typename V, int K>
+SOFTALIGN_HD void terms_below_max(const V (&x)[K], V (&rest)[K - 1]) {
+  static_assert(K >= 2 && K <= 4, "the network covers 2, 3 or 4 terms");
+  if constexpr (K == 2) {
+    rest[0] = fast_min(x[0], x[1]);
+  } else {
+    const V hi01 = fast_max(x[0], x[1]);
+    rest[0] = fast_min(x[0], x[1]);
+    if constexpr (K == 3) {
+      rest[1] = fast_min(hi01, x[2]);
+    } else {
+      const V hi23 = fast_max(x[2], x[3]);
+      rest[1] = fast_min(x[2], x[3]);
+      rest[2] = fast_min(hi01, hi23);
+    }
+  }
+}
+
 #if defined(__CUDACC__)
 // float32 on the GPU, branch-free (DESIGN "base 2"): the hardware's exp2 / log2 / reciprocal
 // (one MUFU instruction each) and a NaN-propagating max.
@@ -111,17 +135,7 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t) {
 #pragma unroll
   for (int k = 1; k < K; ++k) m = max_nan(m, x[k]);
   float rest[K - 1];
-  if constexpr (K == 2) {
-    rest[0] = fminf(x[0], x[1]);
-  } else if constexpr (K == 3) {
-    rest[0] = fminf(x[0], x[1]);
-    rest[1] = fminf(fmaxf(x[0], x[1]), x[2]);
-  } else {
-    static_assert(K == 4, "the network covers 2, 3 or 4 terms");
-    rest[0] = fminf(x[0], x[1]);
-    rest[1] = fminf(x[2], x[3]);
-    rest[2] = fminf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-  }
+  terms_below_max(x, rest);
   // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell;
   // __fdividef (a reciprocal and a multiply) stays out of the sweep's loops, where an IEEE
   // division would not. Its result for t beyond 2^126 is 0: every term then weighs the same,
@@ -152,21 +166,8 @@ SOFTALIGN_UNROLL
       if (!is_max) sum += exp_((x[k] - m) * inv_t);
     }
   } else {
-    static_assert(K >= 2 && K <= 4, "the network covers 2, 3 or 4 terms");
     V rest[K - 1];
-    if constexpr (K == 2) {
-      rest[0] = fast_min(x[0], x[1]);
-    } else {
-      const V hi01 = fast_max(x[0], x[1]);
-      rest[0] = fast_min(x[0], x[1]);
-      if constexpr (K == 3) {
-        rest[1] = fast_min(hi01, x[2]);
-      } else {
-        const V hi23 = fast_max(x[2], x[3]);
-        rest[1] = fast_min(x[2], x[3]);
-        rest[2] = fast_min(hi01, hi23);
-      }
-    }
+    terms_below_max(x, rest);
     for (int k = 0; k < K - 1; ++k) sum += exp_((rest[k] - m) * inv_t);
   }
   return sum;

@@ -115,9 +115,8 @@ struct LocalEnd {
   // d score / d V[i][j] for a unit d score (SPEC "Gradients", DESIGN "final reduction").
   // Soft: exp((v - score) / t) written as exp((v - best) / t) / soft_sum, which sums to 1 over
   // the cells by construction; through score, the rounding error of t * log(soft_sum) would be
-  // divided by t and skew the weights once t nears ulp(score). `score` is kept for the callers.
-  SOFTALIGN_HD T seed(T v, int i, int j, T score, const Config<T>& c) const {
-    (void)score;
+  // divided by t and skew the weights once t nears ulp(score).
+  SOFTALIGN_HD T seed(T v, int i, int j, const Config<T>& c) const {
     if (soft(c)) return exp_((v - best) / c.temperature) / soft_sum;
     return (i == best_i && j == best_j) ? T(1) : T(0);
   }
@@ -149,7 +148,7 @@ SOFTALIGN_HD T forward_linear(const Item<T>& it, const Config<T>& c, const Table
 // The adjoint sweep over a full table H (rows_kept = m + 1); E holds 2 rolling adjoint rows.
 template <typename T>
 SOFTALIGN_HD void backward_linear(const Item<T>& it, const Config<T>& c, const Table<T, 1>& H,
-                                  const LocalEnd<T>& end, T score, T grad, const Table<T, 1>& E,
+                                  const LocalEnd<T>& end, T grad, const Table<T, 1>& E,
                                   const ItemGrads<T>& g) {
   for (int j = 0; j <= it.n; ++j) E.row(0, 0)[j] = E.row(0, 1)[j] = T(0);
   if (!c.local) E.row(0, it.m)[it.n] = grad;
@@ -161,7 +160,7 @@ SOFTALIGN_HD void backward_linear(const Item<T>& it, const Config<T>& c, const T
     for (int j = 0; j <= it.n; ++j) ep[j] = T(0);
     for (int j = it.n; j >= 1; --j) {
       T e = ec[j];
-      if (c.local) e += grad * end.seed(hc[j], i, j, score, c);
+      if (c.local) e += grad * end.seed(hc[j], i, j, c);
       if (e == T(0)) continue;
       T x[4], w[4];
       LinearTerms::of(hp[j - 1], hp[j], hc[j - 1], it.s(i, j), it.open.at(i, j), c.local, x);
@@ -276,7 +275,7 @@ SOFTALIGN_HD void push_vertical(const Item<T>& it, const Config<T>& c, const Tab
 
 template <typename T>
 SOFTALIGN_HD void backward_affine(const Item<T>& it, const Config<T>& c, const Table<T, 3>& V,
-                                  const LocalEnd<T>& end, T score, T grad, const Table<T, 3>& E,
+                                  const LocalEnd<T>& end, T grad, const Table<T, 3>& E,
                                   const ItemGrads<T>& g) {
   for (int s = 0; s < 3; ++s)
     for (int j = 0; j <= it.n; ++j) E.row(s, 0)[j] = E.row(s, 1)[j] = T(0);
@@ -291,7 +290,7 @@ SOFTALIGN_HD void backward_affine(const Item<T>& it, const Config<T>& c, const T
       for (int j = 0; j <= it.n; ++j) E.row(s, i - 1)[j] = T(0);
     for (int j = it.n; j >= 1; --j) {
       T ea = E.row(kA, i)[j];
-      if (c.local) ea += grad * end.seed(V.row(kA, i)[j], i, j, score, c);
+      if (c.local) ea += grad * end.seed(V.row(kA, i)[j], i, j, c);
       const T ex = E.row(kX, i)[j], ey = E.row(kY, i)[j];
       if (ey != T(0)) push_horizontal(it, c, V, E, i, j, ey, g);
       if (ex != T(0)) push_vertical(it, c, V, E, i, j, ex, g);
@@ -333,12 +332,12 @@ struct Model {
     }
   }
   SOFTALIGN_HD static void backward(const Item<T>& it, const Config<T>& c, const Tab& V,
-                                    const LocalEnd<T>& end, T score, T grad, const Tab& E,
+                                    const LocalEnd<T>& end, T grad, const Tab& E,
                                     const ItemGrads<T>& g) {
     if constexpr (kAffine) {
-      backward_affine(it, c, V, end, score, grad, E, g);
+      backward_affine(it, c, V, end, grad, E, g);
     } else {
-      backward_linear(it, c, V, end, score, grad, E, g);
+      backward_linear(it, c, V, end, grad, E, g);
     }
   }
 };

@@ -123,7 +123,7 @@ void forward_backward_items(const Problem& p, const at::Tensor& grad, ProblemGra
       const typename Model::Tab E{adjoint.data(), 2, it.n + 1};
       dp::LocalEnd<T> local_end;
       score[b] = Model::forward(it, v.config, V, local_end);
-      Model::backward(it, v.config, V, local_end, score[b], grad_of[b], E, gv.item(b));
+      Model::backward(it, v.config, V, local_end, grad_of[b], E, gv.item(b));
     }
   });
 }

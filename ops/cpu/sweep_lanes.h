@@ -203,8 +203,7 @@ struct LocalEndLanes {
   P score() const { return soft ? best + P(t) * log_(soft_sum) : best; }
   // d score / d V[i][j] (sweep.h's LocalEnd::seed): soft, exp((v - best) / t) / soft_sum,
   // normalised by construction (not exp((v - score) / t), which divides score's rounding by t).
-  P seed(P v, int i, int j, P score) const {
-    (void)score;
+  P seed(P v, int i, int j) const {
     if (soft) return exp_((v - best) * inv_t) / soft_sum;
     return select((best_i == I(i)) & (best_j == I(j)), P(1.0f), P(0.0f));
   }
@@ -246,20 +245,8 @@ struct CellMath {
   P smax(const P (&x)[K]) const {
     const P m = nan_max(x);
     if (hard) return m;
-    P rest[K - 1];  // the K - 1 terms below the max (recurrence.h's network)
-    if constexpr (K == 2) {
-      rest[0] = fast_min(x[0], x[1]);
-    } else {
-      const P hi01 = fast_max(x[0], x[1]);
-      rest[0] = fast_min(x[0], x[1]);
-      if constexpr (K == 3) {
-        rest[1] = fast_min(hi01, x[2]);
-      } else {
-        const P hi23 = fast_max(x[2], x[3]);
-        rest[1] = fast_min(x[2], x[3]);
-        rest[2] = fast_min(hi01, hi23);
-      }
-    }
+    P rest[K - 1];  // the K - 1 terms below the max
+    dp::terms_below_max(x, rest);
     // Terms below 2^-126 of the max are not flushed to 0: they vanish in the sum (>= 1) anyway.
     P sum = P(1.0f);
     for (int k = 0; k < K - 1; ++k) sum += exp2_nonpositive<false>((rest[k] - m) * c);
@@ -493,7 +480,7 @@ struct GroupSweep {
     }
   }
 
-  void backward_linear(P score, P grad, Grads& gr) {
+  void backward_linear(P grad, Grads& gr) {
     const bool local = c.local;
     Buffer<P> adjoint(2 * width);
     auto erow = [&](int i) { return adjoint.p + (i % 2) * width; };
@@ -517,7 +504,7 @@ struct GroupSweep {
       for (int j = g.nmax; j >= 1; --j) {
         P e = ec[j] + left_in;
         if (local && end.soft) {
-          e = e + masked(rin & col_in[j], grad * end.seed(hc[j], i, j, score));
+          e = e + masked(rin & col_in[j], grad * end.seed(hc[j], i, j));
         }
         const Mk act = e != P(0.0f);
         if (!any(act)) {
@@ -595,7 +582,7 @@ struct GroupSweep {
     gr.extend.add(j, masked(act, ex * w[AffineVerticalTerms::kExtend]));
   }
 
-  void backward_affine(P score, P grad, Grads& gr) {
+  void backward_affine(P grad, Grads& gr) {
     const bool local = c.local;
     Buffer<P> adjoint(int64_t(3) * 2 * width);
     auto erow = [&](int s, int i) { return adjoint.p + (int64_t(s) * 2 + i % 2) * width; };
@@ -622,7 +609,7 @@ struct GroupSweep {
       for (int j = g.nmax; j >= 1; --j) {
         P ea = E[dp::kA][j];
         if (local && end.soft) {
-          ea = ea + masked(rin & col_in[j], grad * end.seed(ac[j], i, j, score));
+          ea = ea + masked(rin & col_in[j], grad * end.seed(ac[j], i, j));
         }
         const P ex = E[dp::kX][j], ey = E[dp::kY][j];
         push_horizontal(E, i, j, ey, gr);
@@ -664,9 +651,9 @@ struct GroupSweep {
     const P score = kAffine ? forward_affine() : forward_linear();
     Grads gr(g, gv);
     if (kAffine) {
-      backward_affine(score, grad, gr);
+      backward_affine(grad, gr);
     } else {
-      backward_linear(score, grad, gr);
+      backward_linear(grad, gr);
     }
     table = nullptr;
     return score;

@@ -54,9 +54,8 @@ __global__ void __launch_bounds__(kGeneralThreads)
   const typename Model::Tab V{values + b * values_per_item, it.m + 1, it.n + 1};  // every row
   const typename Model::Tab E{adjoint + b * adjoint_per_item, 2, it.n + 1};
   dp::LocalEnd<T> end;
-  const T s = Model::forward(it, v.config, V, end);
-  score[b] = s;
-  Model::backward(it, v.config, V, end, s, grad[b], E, gv.item(b));  // this thread owns item b
+  score[b] = Model::forward(it, v.config, V, end);
+  Model::backward(it, v.config, V, end, grad[b], E, gv.item(b));  // this thread owns item b
 }
 
 template <typename T, bool kAffine>

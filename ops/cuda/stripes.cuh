@@ -614,11 +614,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         const typename Model::Tab V{t, it.m + 1, it.n + 1};
         const typename Model::Tab E{t + Model::Tab::size(it.m + 1, it.n + 1), 2, it.n + 1};
         dp::LocalEnd<float> e;
-        const float s = Model::forward(it, c, V, e);
+        Model::forward(it, c, V, e);  // V and the local end, for the adjoint
         dp::ItemGrads<float> ig = gv.item(b);
         ig.open = {partial, 0, 0};
         ig.extend = {partial + 1, 0, 0};
-        Model::backward(it, c, V, e, s, g, E, ig);
+        Model::backward(it, c, V, e, g, E, ig);
       }
     } else if (stripe < item_stripes) {
       m = it.m;
@@ -784,7 +784,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         if (j >= 1) {
           const float s = kAffine ? 0.f : my_tile[Sw::tile_at(r, w, l)];
           a.interior(e, vd, vu, vl, s, o, ext, c, d_open, d_extend);
-          if (!kAffine || true) my_tile[Sw::tile_at(r, w, l)] = a.ds;
+          my_tile[Sw::tile_at(r, w, l)] = a.ds;  // d S, written out with the chunk
         } else {
           a.column_zero(e, vu, o, ext, c, d_open, d_extend);
         }
