@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On the GPU machine: build the CUDA backend, run the CUDA tests, the sanitizers and the
-# benchmark. Every step logs to $OUT/<step>.log (OUT defaults to ./gpu_logs); $OUT/summary.log
-# lists each step's exit status. Exits non-zero when any step failed.
+# On the GPU machine: build the CUDA backend, run the CUDA tests (pytest and GoogleTest), the
+# sanitizers and the benchmark. Every step logs to $OUT/<step>.log (OUT defaults to
+# ./gpu_logs); $OUT/summary.log lists each step's exit status. Exits non-zero when any step
+# failed. Carry .gtest/ (a googletest source tree) for the GoogleTest step.
 #   bash tools/gpu_check.sh            everything
 #   bash tools/gpu_check.sh --no-bench  everything but the benchmark
 #   BENCH_ARGS=--quick bash tools/gpu_check.sh   a short benchmark
@@ -33,10 +34,10 @@ step() {
 
 step environment bash -c 'nvidia-smi; nvcc --version; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"'
 
-# -Xptxas -v: registers and spills of every kernel land in build.log.
-step configure env TORCH_CUDA_ARCH_LIST=9.0a cmake -S . -B build-cuda -G Ninja \
-  -DSOFTALIGN_WITH_CUDA=ON -DSOFTALIGN_BUILD_TESTS=OFF "-DCMAKE_CUDA_FLAGS=-Xptxas -v"
-step build cmake --build build-cuda -j "$(nproc)"
+# tools/gpu_build.sh: -Xptxas -v (registers and spills of every kernel land in build.log) and
+# the GoogleTest suite (GoogleTest built from .gtest/ when the machine has none).
+step configure bash tools/gpu_build.sh configure
+step build bash tools/gpu_build.sh build
 if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
   echo "no $SOFTALIGN_LIBRARY: stopping" | tee -a "$OUT/summary.log"
   exit 1
@@ -64,6 +65,14 @@ step smoke python3 tools/cuda_smoke.py
 [ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
 step pytest timeout 240 python3 -m pytest -q test_py -k cuda
+
+# test_cpp through ctest: its CUDA cases (test_cuda.cpp) compare the backends from pure C++.
+if [ -f build-cuda/CTestTestfile.cmake ] && grep -q test_cpp build-cuda/CTestTestfile.cmake; then
+  step ctest_cuda timeout 300 ctest --test-dir build-cuda --output-on-failure -j "$(nproc)" --timeout 120
+else
+  echo "=== ctest_cuda: no GoogleTest suite in build-cuda (no .gtest/ carried?)" | tee -a "$OUT/summary.log"
+  status=1
+fi
 
 # Sanitizers over a few small cases of each model (forward + backward); no caching allocator,
 # so that memcheck sees every allocation's bounds.

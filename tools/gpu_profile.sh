@@ -11,9 +11,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 export SOFTALIGN_LIBRARY=$ROOT/build-cuda/libsoftalign.so
 if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
-  TORCH_CUDA_ARCH_LIST=9.0a cmake -S . -B build-cuda -G Ninja -DSOFTALIGN_WITH_CUDA=ON \
-    -DSOFTALIGN_BUILD_TESTS=OFF "-DCMAKE_CUDA_FLAGS=-Xptxas -v" > "$OUT/profile_build.log" 2>&1
-  cmake --build build-cuda -j "$(nproc)" >> "$OUT/profile_build.log" 2>&1 || exit 1
+  TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
 fi
 cases=("$@")
 [ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024")

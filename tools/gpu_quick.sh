@@ -3,7 +3,7 @@
 # profile of the seed-size call and Nsight Compute figures of the striped kernels; logs in $OUT.
 set -o pipefail
 export PYTHONPATH=$PWD/python SOFTALIGN_LIBRARY=$PWD/build-cuda/libsoftalign.so
-(TORCH_CUDA_ARCH_LIST=9.0a cmake -S . -B build-cuda -G Ninja -DSOFTALIGN_WITH_CUDA=ON -DSOFTALIGN_BUILD_TESTS=OFF "-DCMAKE_CUDA_FLAGS=-Xptxas -v" && cmake --build build-cuda -j16) > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 grep -A2 "stripes" $OUT/build.log | grep -E "registers|spill" | sort | uniq -c | head -30
 timeout 240 python3 tools/cuda_smoke.py 2>&1 | tee $OUT/smoke.log | grep -v "^PASS" | head -30
 timeout 150 python3 examples/benchmark.py --device cuda --quick 2>&1 | tee $OUT/bench.log | grep softalign
