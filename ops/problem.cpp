@@ -6,8 +6,26 @@
 #include <cmath>
 #include <limits>
 
+#ifdef SOFTALIGN_WITH_CUDA
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#endif
+
 namespace softalign {
 namespace {
+
+// Whether the current stream of `device` is being captured into a CUDA graph, where nothing
+// may wait for the device. Only CUDA builds have CUDA kernels, so only they see CUDA tensors.
+bool stream_is_capturing(const at::Device& device) {
+#ifdef SOFTALIGN_WITH_CUDA
+  if (device.is_cuda()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device.index()), &status));
+    return status != cudaStreamCaptureStatusNone;
+  }
+#endif
+  (void)device;
+  return false;
+}
 
 at::ScalarType compute_dtype(at::ScalarType t) {
   return t == at::kDouble ? at::kDouble : at::kFloat;  // half and bfloat16 compute in float32
@@ -77,13 +95,21 @@ at::Tensor normalise_lengths(const std::optional<at::Tensor>& lengths, const cha
     TORCH_CHECK(l.dim() == 1 && l.size(0) == B, name, " must have shape (B,) = (", B,
                 ",), got ", l.sizes());
   }
-  at::Tensor out = l.reshape({B}).to(scores.device(), at::kLong).contiguous();
-  if (B > 0) {
-    const auto [lo, hi] = at::aminmax(out);
+  // Checked where they are: lengths on the CPU cost no device synchronisation. Device lengths
+  // are read back (a synchronisation), except while the stream is being captured into a CUDA
+  // graph, where reading back is illegal: they are trusted then (the kernels clamp them to
+  // [0, M] and [0, N], views.h, so a bad length gives a wrong score, never a bad access).
+  const at::Tensor longs = l.reshape({B}).to(at::kLong);
+  if (B > 0 && !stream_is_capturing(longs.device())) {
+    const auto [lo, hi] = at::aminmax(longs);
     const int64_t min_length = lo.item<int64_t>(), max_length = hi.item<int64_t>();
     TORCH_CHECK(min_length >= 0 && max_length <= limit, name, " must lie in [0, ", limit_name,
                 " = ", limit, "], got values in [", min_length, ", ", max_length, "]");
   }
+  TORCH_CHECK(longs.device() == scores.device() || !stream_is_capturing(scores.device()), name,
+              " must be on the scores' device (", scores.device(), ") during CUDA graph "
+              "capture: a copy from the CPU synchronises with the device");
+  at::Tensor out = longs.to(scores.device()).contiguous();
   return out;
 }
 

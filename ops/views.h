@@ -21,6 +21,10 @@ struct ProblemView {
   const int64_t* lengths_b;
   dp::Config<T> config;
 
+  static SOFTALIGN_HD int64_t clamp(int64_t length, int64_t limit) {
+    return length < 0 ? 0 : length > limit ? limit : length;
+  }
+
   SOFTALIGN_HD dp::Item<T> item(int64_t b) const {
     dp::Item<T> it;
     it.scores = scores + b * M * N;
@@ -28,8 +32,10 @@ struct ProblemView {
     it.stride_j = 1;
     it.open = {open + b * open_sb, open_si, open_sj};
     it.extend = {extend ? extend + b * extend_sb : nullptr, extend_si, extend_sj};
-    it.m = static_cast<int>(lengths_a ? lengths_a[b] : M);
-    it.n = static_cast<int>(lengths_b ? lengths_b[b] : N);
+    // Clamped: lengths are checked on the host except under CUDA graph capture (problem.cpp),
+    // where an out-of-range one must still not reach outside the item's (M, N) block.
+    it.m = static_cast<int>(lengths_a ? clamp(lengths_a[b], M) : M);
+    it.n = static_cast<int>(lengths_b ? clamp(lengths_b[b], N) : N);
     return it;
   }
 };

@@ -49,7 +49,9 @@ def _as_tensor(penalty: Optional[Penalty], scores: torch.Tensor) -> Optional[tor
     if penalty is None or isinstance(penalty, torch.Tensor):
         return penalty
     dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
-    return torch.tensor(float(penalty), dtype=dtype, device=scores.device)
+    # A fill on the device, not torch.tensor's copy from the host: no synchronisation, and
+    # allowed while a CUDA graph is being captured.
+    return torch.full((), float(penalty), dtype=dtype, device=scores.device)
 
 
 def _args(scores, gap_open, gap_extend):
