@@ -130,22 +130,26 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 // min/max network picks without branches; -inf, +inf and NaN maxima pass through (NaN in any
 // term makes the max NaN).
 template <int K>
-__device__ __forceinline__ float smax(const float (&x)[K], float t) {
+__device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  // c = log2(e) / t
   float m = x[0];
 #pragma unroll
   for (int k = 1; k < K; ++k) m = max_nan(m, x[k]);
   float rest[K - 1];
   terms_below_max(x, rest);
-  // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell;
-  // __fdividef (a reciprocal and a multiply) stays out of the sweep's loops, where an IEEE
-  // division would not. Its result for t beyond 2^126 is 0: every term then weighs the same,
-  // which is what exp((x - m) / t) rounds to there anyway.
-  const float c = __fdividef(kLog2e, t);
+  // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell.
   float sum = 1.f;
 #pragma unroll
   for (int k = 0; k < K - 1; ++k) sum += ex2((rest[k] - m) * c);
   const float v = fmaf(lg2(sum), t * kLn2, m);
   return (t != 0.f) & (fabsf(m) < INFINITY) ? v : m;
+}
+// The exp2 scale by __fdividef (a reciprocal and a multiply), not an IEEE division. Its result
+// for t beyond 2^126 is 0: every term then weighs the same, which is what exp((x - m) / t) rounds
+// to there anyway. Sweeps work it out once (the three-argument smax) rather than per cell.
+__device__ __forceinline__ float exp2_scale(float t) { return __fdividef(kLog2e, t); }
+template <int K>
+__device__ __forceinline__ float smax(const float (&x)[K], float t) {
+  return smax(x, t, exp2_scale(t));
 }
 }  // namespace device
 #endif

@@ -29,6 +29,15 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 4;
 constexpr int kW = 16;  // steps per staged chunk
 
+// How the score reads the DP (SPEC "Score"). A template argument of the kernels, so that a cell
+// only does the end tracking its mode needs.
+enum class Ends {
+  kMax,     // local, max reduction (or soft at t = 0): the best cell, and where it is
+  kSoft,    // local, soft reduction, t > 0: an online log-sum-exp over the cells
+  kGlobal,  // global: the value at (m, n)
+};
+__host__ __device__ constexpr bool is_local(Ends ends) { return ends != Ends::kGlobal; }
+
 template <bool kAffine, int G, int R>
 struct Shape {
   static constexpr int kStates = kAffine ? 3 : 1;
@@ -192,13 +201,26 @@ struct End {
   }
 };
 
+// The temperature and its exp2 scale, worked out once per launch: per cell, the division sits in
+// the t > 0 version of the step loop that the compiler makes, and is not hoisted out of it.
+struct Temperature {
+  float t, scale;
+  __device__ explicit Temperature(float temperature)
+      : t(temperature), scale(dp::device::exp2_scale(temperature)) {}
+  template <int K>
+  __device__ float smax(const float (&x)[K]) const {
+    return dp::device::smax(x, t, scale);
+  }
+};
+
 // The values of DP row 0 (SPEC boundaries), swept along the columns by lane 0 of stripe 0.
 template <bool kAffine>
 struct RowZero {
   static constexpr int kStates = kAffine ? 3 : 1;
   float v[kStates];
 
-  __device__ void at_column(int j, float o, float e, const dp::Config<float>& c) {
+  __device__ void at_column(int j, float o, float e, const dp::Config<float>& c,
+                            const Temperature& tp) {
     const float ninf = dp::neg_inf<float>();
     if constexpr (kAffine) {
       // local: all -inf; global: A[0][0] = 0, then only Y, Y[0][j] from Y/A/X[0][j-1]
@@ -208,7 +230,7 @@ struct RowZero {
       } else {
         float x[3];
         dp::AffineHorizontalTerms::of(v[dp::kA], v[dp::kX], v[dp::kY], o, e, x);
-        v[dp::kY] = dp::smax(x, c.temperature);
+        v[dp::kY] = tp.smax(x);
         v[dp::kA] = v[dp::kX] = ninf;
       }
     } else {
@@ -222,14 +244,14 @@ struct RowZero {
 // the lane's value at column j - 1 (`left`, per state), written back into `left`.
 template <bool kAffine>
 __device__ __forceinline__ void cell(int j, float s, float o, float e,
-                                     const dp::Config<float>& c, const float* diag,
-                                     const float* up, float* left) {
+                                     const dp::Config<float>& c, const Temperature& tp,
+                                     const float* diag, const float* up, float* left) {
   const float ninf = dp::neg_inf<float>();
   if constexpr (kAffine) {
     if (j == 0) {  // SPEC column 0: A = Y = -inf; X = -inf (local) or X/A[i-1][0] (global)
       float xv[2];
       dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
-      left[dp::kX] = c.local ? ninf : dp::smax(xv, c.temperature);
+      left[dp::kX] = c.local ? ninf : tp.smax(xv);
       left[dp::kA] = left[dp::kY] = ninf;
       return;
     }
@@ -237,21 +259,47 @@ __device__ __forceinline__ void cell(int j, float s, float o, float e,
     dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], c.local, xa);
     dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
     dp::AffineHorizontalTerms::of(left[dp::kA], left[dp::kX], left[dp::kY], o, e, xh);
-    left[dp::kA] = s + dp::smax(xa, c.temperature);
-    left[dp::kX] = dp::smax(xv, c.temperature);
-    left[dp::kY] = dp::smax(xh, c.temperature);
+    left[dp::kA] = s + tp.smax(xa);
+    left[dp::kX] = tp.smax(xv);
+    left[dp::kY] = tp.smax(xh);
   } else {  // a select, not a branch: the lanes meet column 0 at different steps
     float x[4];
     dp::LinearTerms::of(diag[0], up[0], left[0], s, o, c.local, x);
-    const float inside = dp::smax(x, c.temperature);
+    const float inside = tp.smax(x);
     // SPEC column 0: H[i][0] = 0 (local) or H[i-1][0] + g (global)
     left[0] = j == 0 ? (c.local ? 0.f : up[0] + o) : inside;
   }
 }
 
-// The adjoint of one cell (DESIGN "One cell, forward and backward"): given its adjoint `e` (per
-// state) and the saved values of its predecessors, the pushes to the cells it was built from
-// (diagonal, up, left; per state), the gradient of its score and of the penalties.
+// The weights of one smax (DESIGN "weights") from the value v it produced: w_k = exp((x_k - v) / t),
+// one exp2 each, without the smax's max, sum and reciprocal. x_k <= v up to rounding; the clamp
+// at exp2(0) = 1 keeps the weights finite also in the cells of the skew outside the item (whose
+// saved value and neighbours do not belong together), so that a zero adjoint e pushes zeros
+// there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not zero: a
+// NaN or inf the sweep never reaches then stays where it is, as on the CPU.
+template <bool kHard>
+struct Weights {
+  float t;
+  float scale;  // log2(e) / t
+
+  template <int K>
+  __device__ __forceinline__ void of(const float (&x)[K], float v, float e, float (&w)[K]) const {
+    if (!kHard && fabsf(v) < INFINITY) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) w[k] = dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
+    } else if (e != 0.f) {
+      dp::smax_weights(x, t, w);
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) w[k] = 0.f;
+    }
+  }
+};
+
+// The adjoint of one cell (DESIGN "One cell, forward and backward"): given its adjoint `e` and
+// saved values `self` (per state) and the saved values of its predecessors, the pushes to the
+// cells it was built from (diagonal, up, left; per state), the gradient of its score and of the
+// penalties.
 template <bool kAffine>
 struct CellAdjoint {
   static constexpr int kStates = kAffine ? 3 : 1;
@@ -259,55 +307,56 @@ struct CellAdjoint {
   float ds = 0.f;
 
   // Interior cell (j >= 1); `diag`, `up`, `left` are the saved values, per state.
-  __device__ __forceinline__ void interior(const float* e, const float* diag, const float* up,
-                                           const float* left, float s, float o, float ext,
-                                           const dp::Config<float>& c, float& d_open,
-                                           float& d_extend) {
-#pragma unroll
-    for (int st = 0; st < kStates; ++st) to_diag[st] = to_up[st] = to_left[st] = 0.f;
+  template <bool kHard>
+  __device__ __forceinline__ void interior(const float* e, const float* self, const float* diag,
+                                           const float* up, const float* left, float s, float o,
+                                           float ext, bool local, const Weights<kHard>& weights,
+                                           float& d_open, float& d_extend) {
     if constexpr (kAffine) {
-      if (e[dp::kY] != 0.f) {  // Y = smax_t(A + o, X + o, Y + e) at (i, j - 1)
+      {  // Y = smax_t(A + o, X + o, Y + e) at (i, j - 1)
+        using Terms = dp::AffineHorizontalTerms;
         float x[3], w[3];
-        dp::AffineHorizontalTerms::of(left[dp::kA], left[dp::kX], left[dp::kY], o, ext, x);
-        dp::smax_weights(x, c.temperature, w);
-        to_left[dp::kA] = e[dp::kY] * w[dp::AffineHorizontalTerms::kOpenFromA];
-        to_left[dp::kX] = e[dp::kY] * w[dp::AffineHorizontalTerms::kOpenFromX];
-        to_left[dp::kY] = e[dp::kY] * w[dp::AffineHorizontalTerms::kExtend];
+        Terms::of(left[dp::kA], left[dp::kX], left[dp::kY], o, ext, x);
+        weights.of(x, self[dp::kY], e[dp::kY], w);
+        to_left[dp::kA] = e[dp::kY] * w[Terms::kOpenFromA];
+        to_left[dp::kX] = e[dp::kY] * w[Terms::kOpenFromX];
+        to_left[dp::kY] = e[dp::kY] * w[Terms::kExtend];
         d_open += to_left[dp::kA] + to_left[dp::kX];
         d_extend += to_left[dp::kY];
       }
-      vertical(e[dp::kX], up, o, ext, c, d_open, d_extend);
-      if (e[dp::kA] != 0.f) {  // A = S + smax_t(0, A, X, Y at (i - 1, j - 1)): d A / d S = 1
+      vertical(e[dp::kX], self[dp::kX], up, o, ext, weights, d_open, d_extend);
+      {  // A = S + smax_t(0, A, X, Y at (i - 1, j - 1)): d A / d S = 1
         float x[4], w[4];
-        dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], c.local, x);
-        dp::smax_weights(x, c.temperature, w);
+        dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], local, x);
+        weights.of(x, self[dp::kA] - s, e[dp::kA], w);
         to_diag[dp::kA] = e[dp::kA] * w[1];
         to_diag[dp::kX] = e[dp::kA] * w[2];
         to_diag[dp::kY] = e[dp::kA] * w[3];
         ds = e[dp::kA];
       }
     } else {
-      if (e[0] != 0.f) {
-        float x[4], w[4];
-        dp::LinearTerms::of(diag[0], up[0], left[0], s, o, c.local, x);
-        dp::smax_weights(x, c.temperature, w);
-        to_diag[0] = ds = e[0] * w[dp::LinearTerms::kMatch];
-        to_up[0] = e[0] * w[dp::LinearTerms::kUp];
-        to_left[0] = e[0] * w[dp::LinearTerms::kLeft];
-        d_open += to_up[0] + to_left[0];
-      }
+      using Terms = dp::LinearTerms;
+      float x[4], w[4];
+      Terms::of(diag[0], up[0], left[0], s, o, local, x);
+      weights.of(x, self[0], e[0], w);
+      to_diag[0] = ds = e[0] * w[Terms::kMatch];
+      to_up[0] = e[0] * w[Terms::kUp];
+      to_left[0] = e[0] * w[Terms::kLeft];
+      d_open += to_up[0] + to_left[0];
     }
   }
 
   // Column 0 (SPEC boundaries): global only, X[i][0] (affine) or H[i][0] = H[i-1][0] + g.
-  __device__ __forceinline__ void column_zero(const float* e, const float* up, float o, float ext,
-                                              const dp::Config<float>& c, float& d_open,
+  template <bool kHard>
+  __device__ __forceinline__ void column_zero(const float* e, const float* self, const float* up,
+                                              float o, float ext, bool local,
+                                              const Weights<kHard>& weights, float& d_open,
                                               float& d_extend) {
 #pragma unroll
     for (int st = 0; st < kStates; ++st) to_diag[st] = to_up[st] = to_left[st] = 0.f;
-    if (c.local) return;
+    if (local) return;
     if constexpr (kAffine) {
-      vertical(e[dp::kX], up, o, ext, c, d_open, d_extend);
+      vertical(e[dp::kX], self[dp::kX], up, o, ext, weights, d_open, d_extend);
     } else {
       to_up[0] = e[0];
       d_open += e[0];
@@ -316,16 +365,18 @@ struct CellAdjoint {
 
  private:
   // X = smax_t(A + o, X + e) at (i - 1, j)
-  __device__ __forceinline__ void vertical(float ex, const float* up, float o, float ext,
-                                           const dp::Config<float>& c, float& d_open,
-                                           float& d_extend) {
+  template <bool kHard>
+  __device__ __forceinline__ void vertical(float ex, float value, const float* up, float o,
+                                           float ext, const Weights<kHard>& weights,
+                                           float& d_open, float& d_extend) {
     if constexpr (kAffine) {
-      if (ex == 0.f) return;
+      using Terms = dp::AffineVerticalTerms;
       float x[2], w[2];
-      dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, ext, x);
-      dp::smax_weights(x, c.temperature, w);
-      to_up[dp::kA] = ex * w[dp::AffineVerticalTerms::kOpen];
-      to_up[dp::kX] = ex * w[dp::AffineVerticalTerms::kExtend];
+      Terms::of(up[dp::kA], up[dp::kX], o, ext, x);
+      weights.of(x, value, ex, w);
+      to_up[dp::kA] = ex * w[Terms::kOpen];
+      to_up[dp::kX] = ex * w[Terms::kExtend];
+      to_up[dp::kY] = 0.f;
       d_open += to_up[dp::kA];
       d_extend += to_up[dp::kX];
     }
@@ -372,7 +423,7 @@ struct Sweep {
 
 // ------------------------------------------------------------------------------ forward
 
-template <bool kAffine, int G, int R, bool kSave>
+template <bool kAffine, int G, int R, bool kSave, Ends kEnds>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
   using Sw = Sweep<kAffine, G, R>;
@@ -387,8 +438,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t unit = unit_of_warp(warp, ws);
   const int stripe = int(unit % geo.stripes);
   const int64_t b = (unit / geo.stripes) * kGroups + grp;
-  const dp::Config<float> c = v.config;
-  const bool soft = c.soft_reduction && c.temperature > 0.f;
+  dp::Config<float> c = v.config;
+  c.local = is_local(kEnds);  // a constant from here on
+  constexpr bool soft = kEnds == Ends::kSoft;
   const int64_t N = v.N, W = geo.width;
   const int i0 = stripe * kRows;  // the stripe's rows are i0 + 1 .. i0 + kRows
 
@@ -407,7 +459,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         dp::LocalEnd<float> end;
         const float s = Model::forward(it, c, table, end);
         score[b] = s;
-        if (kSave && c.local) End{end.best, end.soft_sum, end.best_i, end.best_j}.store(ws.ends + b * 4);
+        if (kSave && is_local(kEnds)) End{end.best, end.soft_sum, end.best_i, end.best_j}.store(ws.ends + b * 4);
       }
     } else if (stripe < item_stripes) {
       m = it.m;
@@ -429,7 +481,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   float* tile = &smem[warp][0];
   float* above_tile = tile + kGroups * Sh::kTile;
   const float* my_tile = tile + grp * Sh::kTile;
-  const float* my_above = above_tile + grp * Sh::kAbove;
+  float* my_above = above_tile + grp * Sh::kAbove;
   const int first_row = i0 + l * R + 1;
 
   End end;
@@ -445,41 +497,51 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int r = 0; r < R; ++r) h[st][r] = 0.f;
   }
   RowZero<kAffine> row0;
+  const Temperature tp(c.temperature);
 
   for (int k = 0; k * kW < steps; ++k) {
     // The previous stripe must have left the columns of this chunk's row above.
     if (piped && reads_row && l == 0) wait_for(progress - 1, min((k + 1) * kW, n + 1));
     __syncwarp();
     Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
-    for (int idx = lane_id; idx < kGroups * kStates * kW; idx += 32) {
-      const int g = idx / (kStates * kW), st = (idx / kW) % kStates, w = idx % kW;
-      const int j = k * kW + w;
-      float x = 0.f;
-      const int64_t bg = b - grp + g;
-      if (stripe > 0 && groups[warp][g].m > 0 && j <= groups[warp][g].n) {
-        x = __ldcg(ring_slot<kStates>(ws, geo, bg, (stripe + 1) % 2) + st * W + j);
+    // The row above, for lane 0's steps of this chunk: DP row 0 (SPEC boundaries, a scan along
+    // the columns by lane 0) or the boundary row the stripe above left in the ring.
+    if (stripe == 0) {
+      if (l == 0) {
+        for (int w = 0; w < kW; ++w) {
+          row0.at_column(k * kW + w, o, e, c, tp);
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) my_above[st * kW + w] = row0.v[st];
+        }
       }
-      above_tile[g * Sh::kAbove + st * kW + w] = x;
+    } else {
+      for (int idx = lane_id; idx < kGroups * kStates * kW; idx += 32) {
+        const int g = idx / (kStates * kW), st = (idx / kW) % kStates, w = idx % kW;
+        const int j = k * kW + w;
+        float x = 0.f;
+        if (groups[warp][g].m > 0 && j <= groups[warp][g].n) {
+          x = __ldcg(ring_slot<kStates>(ws, geo, b - grp + g, (stripe + 1) % 2) + st * W + j);
+        }
+        above_tile[g * Sh::kAbove + st * kW + w] = x;
+      }
     }
     __syncwarp();
+    if (kSave && m > 0) {  // the row above, for the adjoint (lane 0's column is the step)
+      for (int q = l; q < kStates * kW; q += G) {
+        const int st = q / kW, j = k * kW + q % kW;
+        if (j <= n) above_saved[st * W + j] = my_above[q];
+      }
+    }
 
 #pragma unroll
     for (int w = 0; w < kW; ++w) {
       const int step = k * kW + w;
+      if (step >= steps) break;  // warp-uniform: the last chunk is short
       const int j = step - l;  // this lane's column at this step
-      if (l == 0) {
-        if (stripe == 0) {
-          row0.at_column(j, o, e, c);
 #pragma unroll
-          for (int st = 0; st < kStates; ++st) up[st] = row0.v[st];
-        } else {
-#pragma unroll
-          for (int st = 0; st < kStates; ++st) up[st] = my_above[st * kW + w];
-        }
-        if (kSave && m > 0 && j <= n) {
-#pragma unroll
-          for (int st = 0; st < kStates; ++st) above_saved[st * W + j] = up[st];
-        }
+      for (int st = 0; st < kStates; ++st) {  // lane 0's row above; the others' came by shuffle
+        const float above = my_above[st * kW + w];
+        up[st] = l == 0 ? above : up[st];
       }
       float u[kStates], d[kStates];  // above and above-left of the current row
 #pragma unroll
@@ -495,7 +557,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         float cur[kStates];
 #pragma unroll
         for (int st = 0; st < kStates; ++st) cur[st] = h[st][r];
-        cell<kAffine>(j, s, o, e, c, d, u, cur);
+        cell<kAffine>(j, s, o, e, c, tp, d, u, cur);
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
           d[st] = h[st][r];
@@ -505,11 +567,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
           for (int st = 0; st < kStates; ++st) values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] = cur[st];
         }
-        if (!kSave && c.local && !soft) {  // the common case, without a branch per cell
+        if constexpr (kEnds == Ends::kMax && !kSave) {  // the common case, without a branch
           end.best = dp::device::max_nan(end.best, column_inside && i <= m ? cur[0] : -INFINITY);
         } else if (column_inside && i <= m) {
-          if (c.local) end.add<kSave>(cur[0], i, j, c, soft);  // A (affine) or H (linear)
-          if (!c.local && i == m && j == n) {
+          if constexpr (is_local(kEnds)) {
+            end.add<kSave>(cur[0], i, j, c, soft);  // A (affine) or H (linear)
+          } else if (i == m && j == n) {
             if constexpr (kAffine) {  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
               final_value = dp::smax(cur, c.temperature);
             } else {
@@ -534,7 +597,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
   }
 
-  if (c.local) {
+  if constexpr (is_local(kEnds)) {
     end.merge_group<G>(c, soft);
     if (m > 0 && l == 0) {
       if (item_stripes == 1) {
@@ -573,7 +636,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
 // ------------------------------------------------------------------------------ adjoint
 
-template <bool kAffine, int G, int R>
+template <bool kAffine, int G, int R, Ends kEnds, bool kHard>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B, Geometry geo,
                     Workspace ws, const float* grad) {
@@ -590,8 +653,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t unit = unit_of_warp(warp, ws);
   const int stripe = geo.stripes - 1 - int(unit % geo.stripes);  // bottom-up
   const int64_t b = (unit / geo.stripes) * kGroups + grp;
-  const dp::Config<float> c = v.config;
-  const bool soft = c.soft_reduction && c.temperature > 0.f;
+  dp::Config<float> c = v.config;
+  c.local = is_local(kEnds);  // a constant from here on
+  constexpr bool soft = kEnds == Ends::kSoft;
   const int64_t N = v.N, W = geo.width;
   const int i0 = stripe * kRows;
 
@@ -626,9 +690,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       if (c.local) end = End::load(ws.ends + b * 4);
     }
   }
-  if (l == 0) groups[warp][grp] = {nullptr, m > 0 ? gv.scores + b * v.M * N : nullptr, m, n, nullptr};
-  if constexpr (!kAffine) {
-    if (l == 0 && b < B) groups[warp][grp].scores = it.scores;
+  if (l == 0) {
+    groups[warp][grp] = {b < B ? it.scores : nullptr, m > 0 ? gv.scores + b * v.M * N : nullptr,
+                         m, n, nullptr};
   }
   const bool reads_below = m > 0 && stripe + 1 < item_stripes;
   if (l == 0 && reads_below) groups[warp][grp].below = ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2);
@@ -699,6 +763,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // The soft end's seed g exp((v - best) / t) / soft_sum, as g / soft_sum * exp2((v - best) c).
   const float seed_scale = soft && m > 0 ? g / end.soft_sum : 0.f;
   const float seed_exp2 = soft ? __fdividef(dp::device::kLog2e, c.temperature) : 0.f;
+  const Weights<kHard> weights{c.temperature, kHard ? 0.f : __fdividef(dp::device::kLog2e, c.temperature)};
 
   for (int k = last_chunk; k >= 0; --k) {
     // The stripe below must have left the pushes of the columns this chunk's last lane reads.
@@ -706,7 +771,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       wait_for(progress + 1, n + 1 - max(k * kW - G + 1, 0));
     }
     __syncwarp();
-    if constexpr (!kAffine) Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
+    Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
     for (int idx = lane_id; idx < kGroups * Sh::kAbove; idx += 32) {
       const int g = idx / Sh::kAbove, plane = (idx / (kW + 1)) % (2 * kStates), w = idx % (kW + 1);
@@ -755,38 +820,38 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         for (int st = 0; st < kStates; ++st) {
           e[st] = inside ? from_right[st][r] + push_up[st] + push_diag[st] : 0.f;
         }
-        if (inside && j >= 1) {  // the seeds (SPEC "Gradients")
-          if (c.local) {
-            if (soft) {  // normalised: the seeds of all cells and of the empty alignment sum to g
-              e[0] += seed_scale * dp::device::ex2((cur[0][r] - end.best) * seed_exp2);
-            } else if (i == end.i && j == end.j) {
-              e[0] += g;
-            }
-          } else if (i == m && j == n) {
-            if constexpr (kAffine) {
-              float last[3] = {cur[0][r], cur[1][r], cur[2][r]}, wl[3];
-              dp::smax_weights(last, c.temperature, wl);
+        // The seeds (SPEC "Gradients").
+        if constexpr (kEnds == Ends::kMax) {
+          if (i == end.i && j == end.j) e[0] += g;  // a cell of the item: j >= 1, i <= m
+        } else if constexpr (kEnds == Ends::kSoft) {
+          // normalised: the seeds of all cells and of the empty alignment sum to g
+          const float seed = seed_scale * dp::device::ex2((cur[0][r] - end.best) * seed_exp2);
+          e[0] += inside && j >= 1 ? seed : 0.f;
+        } else if (inside && i == m && j == n) {  // SPEC: smax_t(A, X, Y) at (m, n)
+          if constexpr (kAffine) {
+            float last[3] = {cur[0][r], cur[1][r], cur[2][r]}, wl[3];
+            dp::smax_weights(last, c.temperature, wl);
 #pragma unroll
-              for (int st = 0; st < kStates; ++st) e[st] += g * wl[st];
-            } else {
-              e[0] += g;
-            }
+            for (int st = 0; st < kStates; ++st) e[st] += g * wl[st];
+          } else {
+            e[0] += g;
           }
         }
-        float vd[kStates], vu[kStates], vl[kStates];
+        float vs[kStates], vd[kStates], vu[kStates], vl[kStates];
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
+          vs[st] = cur[st][r];
           vu[st] = r > 0 ? cur[st][r - 1] : up_cur[st];
           vd[st] = r > 0 ? left[st][r - 1] : up_left[st];
           vl[st] = left[st][r];
         }
         Adj a;
         if (j >= 1) {
-          const float s = kAffine ? 0.f : my_tile[Sw::tile_at(r, w, l)];
-          a.interior(e, vd, vu, vl, s, o, ext, c, d_open, d_extend);
+          const float s = my_tile[Sw::tile_at(r, w, l)];
+          a.interior(e, vs, vd, vu, vl, s, o, ext, c.local, weights, d_open, d_extend);
           my_tile[Sw::tile_at(r, w, l)] = a.ds;  // d S, written out with the chunk
         } else {
-          a.column_zero(e, vu, o, ext, c, d_open, d_extend);
+          a.column_zero(e, vs, vu, o, ext, c.local, weights, d_open, d_extend);
         }
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {

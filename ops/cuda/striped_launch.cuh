@@ -1,0 +1,170 @@
+// The host side of the striped schedule: workspaces, the shape of a call (lanes per item, rows
+// per lane) and the kernels' template arguments (how the score reads the DP, t = 0).
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "striped.h"
+#include "stripes.cuh"
+
+namespace softalign {
+namespace striped {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+template <stripes::Ends kEnds>
+using EndsConstant = std::integral_constant<stripes::Ends, kEnds>;
+
+// Calls body with the call's Ends as a compile-time constant.
+template <class Body>
+void with_ends(const dp::Config<float>& c, Body&& body) {
+  using stripes::Ends;
+  if (!c.local) {
+    body(EndsConstant<Ends::kGlobal>{});
+  } else if (c.soft_reduction && c.temperature > 0.f) {
+    body(EndsConstant<Ends::kSoft>{});
+  } else {
+    body(EndsConstant<Ends::kMax>{});
+  }
+}
+
+// One call's launches of the striped kernels with G lanes per item and R rows per lane.
+template <bool kAffine, int G, int R>
+struct Launch {
+  using Sh = stripes::Shape<kAffine, G, R>;
+  static constexpr int kStates = Sh::kStates;
+  static constexpr int kThreads = 32 * stripes::kWarpsPerBlock;
+
+  const Problem& p;
+  ProblemView<float> view;
+  int64_t B, M, N;
+  stripes::Geometry geo;
+  std::vector<at::Tensor> keep;  // the workspace's tensors
+  at::Tensor partials;           // [b][s][2]: d open, d extend per stripe
+
+  explicit Launch(const Problem& problem) : p(problem), view(view_of<float>(problem)) {
+    B = p.batch();
+    M = p.scores.size(1);
+    N = p.scores.size(2);
+    geo.stripes = static_cast<int>(std::max<int64_t>(1, ceil_div(M, Sh::kRows)));
+    geo.steps = static_cast<int>(N + G);
+    geo.units = ceil_div(B, Sh::kGroups) * geo.stripes;
+    geo.width = N + 1;
+  }
+
+  float* floats(int64_t count) {
+    keep.push_back(at::empty({std::max<int64_t>(count, 1)}, p.scores.options()));
+    return keep.back().data_ptr<float>();
+  }
+
+  // launches: 1 (forward) or 2 (forward that saves, adjoint)
+  std::vector<stripes::Workspace> workspaces(bool save) {
+    stripes::Workspace ws{};
+    const int64_t S = geo.stripes, W = geo.width;
+    ws.scratch_per_item = int64_t(kStates) * std::max<int64_t>(4 * W, M + 3);
+    ws.scratch = floats(B * ws.scratch_per_item);
+    if (S > 1) ws.stripe_ends = floats(B * S * 4);
+    if (save) {
+      ws.values = floats(B * S * geo.steps * Sh::kSlab);
+      ws.above = floats(B * S * kStates * W);
+      ws.ends = floats(B * 4);
+      ws.partials = floats(B * S * 2);
+      partials = keep.back();
+    }
+    std::vector<stripes::Workspace> out(save ? 2 : 1, ws);
+    if (S > 1) {  // progress counters and a ticket per launch, zeroed
+      const int64_t per_launch = B * S + 1;
+      keep.push_back(at::zeros({per_launch * int64_t(out.size())},
+                               p.scores.options().dtype(at::kInt)));
+      int* ints = keep.back().data_ptr<int>();
+      for (size_t k = 0; k < out.size(); ++k) {
+        out[k].progress = ints + k * per_launch;
+        out[k].ticket = ints + k * per_launch + B * S;
+      }
+    }
+    return out;
+  }
+
+  int64_t blocks() const { return ceil_div(geo.units, stripes::kWarpsPerBlock); }
+
+  void forward(at::Tensor& score) {
+    const stripes::Workspace ws = workspaces(false)[0];
+    with_ends(view.config, [&](auto ends) {
+      stripes::forward_kernel<kAffine, G, R, false, decltype(ends)::value>
+          <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(view, B, geo, ws,
+                                                                        score.data_ptr<float>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  }
+
+  void forward_backward(const at::Tensor& grad, ProblemGrads& out) {
+    const std::vector<stripes::Workspace> ws = workspaces(true);
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    const bool hard = view.config.temperature == 0.f;
+    with_ends(view.config, [&](auto ends) {
+      constexpr stripes::Ends kEnds = decltype(ends)::value;
+      stripes::forward_kernel<kAffine, G, R, true, kEnds><<<blocks(), kThreads, 0, stream>>>(
+          view, B, geo, ws[0], out.score.data_ptr<float>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      const auto adjoint = [&](auto hard_constant) {
+        stripes::backward_kernel<kAffine, G, R, kEnds, decltype(hard_constant)::value>
+            <<<blocks(), kThreads, 0, stream>>>(view, view_of<float>(out), B, geo, ws[1],
+                                                 grad.data_ptr<float>());
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      if constexpr (kEnds == stripes::Ends::kSoft) {  // t > 0 by definition
+        adjoint(std::false_type{});
+      } else if (hard) {
+        adjoint(std::true_type{});
+      } else {
+        adjoint(std::false_type{});
+      }
+    });
+    // The penalties' gradients: the stripes' partial sums, added in stripe order.
+    const at::Tensor per_stripe =
+        partials.narrow(0, 0, B * geo.stripes * 2).view({B, geo.stripes, 2});
+    out.gap_open.view({B}).copy_(per_stripe.select(2, 0).sum(1));
+    if (p.affine()) out.gap_extend.view({B}).copy_(per_stripe.select(2, 1).sum(1));
+  }
+};
+
+// The lanes per item and rows per lane for a call: short pairs take one stripe, a warp for a
+// few items or a quarter (half, affine) warp for many; long pairs a warp per stripe, of one row
+// per lane when few pairs must keep many warps busy. The affine model keeps three states per
+// row, so it takes fewer rows per lane.
+template <bool kAffine, class Body>
+void with_shape(const Problem& p, Body&& body) {
+  const int64_t B = p.batch(), M = p.scores.size(1);
+  constexpr int kRowsPerLane = kAffine ? 2 : 4;
+  if (M <= 32 && B <= 1024) {
+    Launch<kAffine, 32, 1> launch(p);
+    body(launch);
+  } else if (M <= 32) {
+    Launch<kAffine, 32 / kRowsPerLane, kRowsPerLane> launch(p);
+    body(launch);
+  } else if (B * M >= (1 << 20)) {  // enough stripes to fill the chip: fewer, taller ones
+    Launch<kAffine, 32, kRowsPerLane> launch(p);
+    body(launch);
+  } else {  // few long pairs: a row per lane, so that more warps share each pair
+    Launch<kAffine, 32, 1> launch(p);
+    body(launch);
+  }
+}
+
+template <bool kAffine>
+void forward(const Problem& p, at::Tensor& score) {
+  with_shape<kAffine>(p, [&](auto& launch) { launch.forward(score); });
+}
+
+template <bool kAffine>
+void forward_backward(const Problem& p, const at::Tensor& grad, ProblemGrads& out) {
+  with_shape<kAffine>(p, [&](auto& launch) { launch.forward_backward(grad, out); });
+}
+
+}  // namespace striped
+}  // namespace softalign
