@@ -75,8 +75,10 @@ struct Result {
 
 Result evaluate(const Case& c, const Inputs& in, torch::Device device) {
   const auto on = [&](const torch::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  // A fresh leaf per call: to(kCPU) of a CPU tensor is the tensor itself, so without detach()
+  // the CPU run would make in.scores require grad and every later copy a non-leaf.
   const auto leaf = [&](const torch::Tensor& t) {
-    return t.defined() ? on(t).requires_grad_() : t;
+    return t.defined() ? on(t).detach().requires_grad_() : t;
   };
   const torch::Tensor scores = leaf(in.scores);
   const bool tensors = c.penalties != Penalties::Number;
