@@ -109,13 +109,6 @@ __device__ __forceinline__ void wait_for(const int* progress, int needed) {
   while (acquire(progress) < needed) __nanosleep(20);
 }
 
-struct Group {
-  const float* scores;  // S[b]
-  float* grads;         // d S[b] (adjoint only)
-  int m, n;             // 0 for an item the sweep skips (empty, past the batch or its stripes)
-  const float* below;   // adjoint: the ring slot the stripe below left its pushes in, or null
-};
-
 // The local end (SPEC "Score") of the cells seen so far: dp::LocalEnd's running max or
 // log-sum-exp; the argmax is kept in row-major order whatever order the cells arrive in, so
 // that lanes and stripes can merge their ends and agree with the row-major sweep on ties.
@@ -392,29 +385,31 @@ struct Sweep {
     return (r * kW + w) * (G + 1) + reader;
   }
 
-  // Moves chunk k (steps k * kW .. + kW - 1) of every group of the warp between the shared tile
-  // and global memory, coalesced along the columns: kLoad copies S in asynchronously (cp.async,
-  // zero outside the item; every copy in flight at once), else writes d S out.
+  // Moves chunk k (steps k * kW .. + kW - 1) of the group's item between its shared tile and
+  // global memory: the G lanes of a group move their own item's rows, coalesced along the
+  // columns, so that a lane holds one item's pointer and sizes (m = 0: nothing inside, zeros).
+  // kLoad copies S in asynchronously (cp.async, zero outside the item; every copy in flight at
+  // once), else writes d S out.
+  static_assert(kW % G == 0 || G % kW == 0, "a row of a chunk is a whole number of lanes or rows");
   template <bool kLoad>
-  __device__ static void move_tile(float* tile, const Group* groups, int lane_id, int i0, int k,
-                                   int64_t N) {
+  __device__ static void move_tile(float* my_tile, const float* scores, float* grads, int m, int n,
+                                   int l, int i0, int k, int64_t N) {
 #pragma unroll 16
     for (int q = 0; q < R * kW; ++q) {
-      const int idx = lane_id + 32 * q;
-      const int row = idx / kW, w = idx % kW;  // a row of the warp's stripes; a step
-      const int g = row / kRows, rr = row % kRows;
-      const int reader = rr / R, r = rr % R;  // the lane that reads it, and its row
-      const int i = i0 + rr + 1, j = k * kW + w - reader;
-      const bool inside = i <= groups[g].m && j >= 1 && j <= groups[g].n;
-      float* slot = &tile[g * Sh::kTile + tile_at(r, w, reader)];
+      // Element l + G q of the group's kRows x kW chunk: its row in the stripe and its step.
+      const int row = G <= kW ? (G * q) / kW : (G * q) / kW + l / kW;
+      const int w = G <= kW ? (G * q) % kW + l : l % kW;
+      const int reader = row / R, r = row % R;  // the lane that reads it, and its row
+      const int i = i0 + row + 1, j = k * kW + w - reader;
+      const bool inside = i <= m && j >= 1 && j <= n;
+      float* slot = &my_tile[tile_at(r, w, reader)];
       const int64_t at = inside ? int64_t(i - 1) * N + (j - 1) : 0;
       if constexpr (kLoad) {
         const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-        const float* src = groups[g].scores != nullptr ? groups[g].scores + at : groups[0].scores;
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-                     "r"(inside ? 4 : 0));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+                     "l"(scores + at), "r"(inside ? 4 : 0));
       } else if (inside) {
-        groups[g].grads[at] = *slot;
+        grads[at] = *slot;
       }
     }
     if constexpr (kLoad) asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -430,7 +425,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   using Sh = typename Sw::Sh;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
-  __shared__ Group groups[kWarpsPerBlock][kGroups];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
@@ -466,12 +460,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       n = it.n;
     }
   }
-  if (l == 0) groups[warp][grp] = {it.scores, nullptr, m, n, nullptr};
+  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
   const bool leaves_row = m > 0 && stripe + 1 < item_stripes;  // the next stripe reads a row
   const bool reads_row = m > 0 && stripe > 0;
   const bool piped = ws.progress != nullptr;
   int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
   float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
+  const float* ring_in = reads_row ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
   float* values = kSave ? ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab : nullptr;
   float* above_saved = kSave ? ws.above + (b * geo.stripes + stripe) * kStates * W : nullptr;
   // The whole warp runs the same steps (shuffles and staging are warp-wide).
@@ -480,7 +475,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
   float* tile = &smem[warp][0];
   float* above_tile = tile + kGroups * Sh::kTile;
-  const float* my_tile = tile + grp * Sh::kTile;
+  float* my_tile = tile + grp * Sh::kTile;
   float* my_above = above_tile + grp * Sh::kAbove;
   const int first_row = i0 + l * R + 1;
 
@@ -503,7 +498,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // The previous stripe must have left the columns of this chunk's row above.
     if (piped && reads_row && l == 0) wait_for(progress - 1, min((k + 1) * kW, n + 1));
     __syncwarp();
-    Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
+    Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
     // The row above, for lane 0's steps of this chunk: DP row 0 (SPEC boundaries, a scan along
     // the columns by lane 0) or the boundary row the stripe above left in the ring.
     if (stripe == 0) {
@@ -515,14 +510,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         }
       }
     } else {
-      for (int idx = lane_id; idx < kGroups * kStates * kW; idx += 32) {
-        const int g = idx / (kStates * kW), st = (idx / kW) % kStates, w = idx % kW;
-        const int j = k * kW + w;
-        float x = 0.f;
-        if (groups[warp][g].m > 0 && j <= groups[warp][g].n) {
-          x = __ldcg(ring_slot<kStates>(ws, geo, b - grp + g, (stripe + 1) % 2) + st * W + j);
-        }
-        above_tile[g * Sh::kAbove + st * kW + w] = x;
+      for (int q = l; q < kStates * kW; q += G) {
+        const int j = k * kW + q % kW;
+        my_above[q] = m > 0 && j <= n ? __ldcg(ring_in + (q / kW) * W + j) : 0.f;
       }
     }
     __syncwarp();
@@ -533,7 +523,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
 
-#pragma unroll
+#pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live)
     for (int w = 0; w < kW; ++w) {
       const int step = k * kW + w;
       if (step >= steps) break;  // warp-uniform: the last chunk is short
@@ -645,7 +635,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   using Adj = CellAdjoint<kAffine>;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
-  __shared__ Group groups[kWarpsPerBlock][kGroups];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
@@ -690,12 +679,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       if (c.local) end = End::load(ws.ends + b * 4);
     }
   }
-  if (l == 0) {
-    groups[warp][grp] = {b < B ? it.scores : nullptr, m > 0 ? gv.scores + b * v.M * N : nullptr,
-                         m, n, nullptr};
-  }
+  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
+  float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
   const bool reads_below = m > 0 && stripe + 1 < item_stripes;
-  if (l == 0 && reads_below) groups[warp][grp].below = ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2);
+  const float* ring_in = reads_below ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
   const bool piped = ws.progress != nullptr;
   int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
   float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
@@ -707,7 +694,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   float* tile = &smem[warp][0];
   float* my_tile = tile + grp * Sh::kTile;
   float* below_tile = tile + kGroups * Sh::kTile;
-  const float* my_below = below_tile + grp * Sh::kAbove;
+  float* my_below = below_tile + grp * Sh::kAbove;
   const int first_row = i0 + l * R + 1;
 
   // The saved values of the lane's rows at column `step - l` (zero outside the sweep).
@@ -771,19 +758,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       wait_for(progress + 1, n + 1 - max(k * kW - G + 1, 0));
     }
     __syncwarp();
-    Sw::template move_tile<true>(tile, groups[warp], lane_id, i0, k, N);
+    Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
-    for (int idx = lane_id; idx < kGroups * Sh::kAbove; idx += 32) {
-      const int g = idx / Sh::kAbove, plane = (idx / (kW + 1)) % (2 * kStates), w = idx % (kW + 1);
-      const int column = k * kW + w - (G - 1);
-      const Group& info = groups[warp][g];
-      below_tile[idx] = info.below != nullptr && column >= 0 && column <= info.n
-                            ? __ldcg(info.below + plane * W + column)
-                            : 0.f;
+    for (int q = l; q < Sh::kAbove; q += G) {
+      const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
+      my_below[q] = ring_in != nullptr && column >= 0 && column <= n
+                        ? __ldcg(ring_in + plane * W + column)
+                        : 0.f;
     }
     __syncwarp();
 
-#pragma unroll
+#pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live)
     for (int w = kW - 1; w >= 0; --w) {
       const int step = k * kW + w;
       if (step >= steps) continue;  // warp-uniform
@@ -891,7 +876,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
     __syncwarp();
-    Sw::template move_tile<false>(tile, groups[warp], lane_id, i0, k, N);
+    Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, i0, k, N);
     if (piped && stripe > 0 && m > 0 && l == 0) {  // lane 0 wrote the ring
       publish(progress, max(0, min(n + 1 - k * kW, n + 1)));
     }
