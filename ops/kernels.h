@@ -65,7 +65,21 @@ std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_kernel(
   return {score_to_caller(p, out.score), scores_grad_to_caller(p, out.scores)};
 }
 
-// Registers the three kernels of one backend under its dispatch key.
+template <class Backend>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> smith_waterman_forward_backward_kernel(
+    const at::Tensor& scores, const at::Tensor& gap_open,
+    const std::optional<at::Tensor>& gap_extend, double temperature,
+    const std::optional<at::Tensor>& lengths_a, const std::optional<at::Tensor>& lengths_b,
+    c10::string_view mode, c10::string_view reduction) {
+  const Problem p = make_problem(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b,
+                                 mode, reduction);
+  const ProblemGrads out =
+      run_forward_backward<Backend>(p, at::ones({p.batch()}, p.scores.options()));
+  return {score_to_caller(p, out.score), out.scores, out.gap_open,
+          p.affine() ? out.gap_extend : at::empty({0}, p.scores.options())};
+}
+
+// Registers the four kernels of one backend under its dispatch key.
 #define SOFTALIGN_REGISTER_BACKEND(m, Backend)                                     \
   do {                                                                             \
     (m).impl("smith_waterman.tensor", &::softalign::smith_waterman_kernel<Backend>); \
@@ -73,6 +87,8 @@ std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_kernel(
              &::softalign::smith_waterman_alignment_kernel<Backend>);              \
     (m).impl("_smith_waterman_backward",                                           \
              &::softalign::smith_waterman_backward_kernel<Backend>);               \
+    (m).impl("_smith_waterman_forward_backward",                                   \
+             &::softalign::smith_waterman_forward_backward_kernel<Backend>);       \
   } while (0)
 
 }  // namespace softalign

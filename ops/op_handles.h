@@ -21,6 +21,11 @@ using BackwardOp = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     double, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
     c10::string_view);
 
+using ForwardBackwardOp = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::string_view);
+
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
@@ -38,6 +43,12 @@ inline const c10::TypedOperatorHandle<AlignmentOp>& alignment_op() {
 
 inline const c10::TypedOperatorHandle<BackwardOp>& backward_op() {
   static const auto op = find_op<BackwardOp>("softalign::_smith_waterman_backward", "");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<ForwardBackwardOp>& forward_backward_op() {
+  static const auto op =
+      find_op<ForwardBackwardOp>("softalign::_smith_waterman_forward_backward", "");
   return op;
 }
 

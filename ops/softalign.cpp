@@ -24,6 +24,14 @@ TORCH_LIBRARY(softalign, m) {
       "_smith_waterman_backward(Tensor grad, Tensor scores, Tensor gap_open, Tensor? gap_extend, "
       "float temperature, Tensor? lengths_a, Tensor? lengths_b, str mode, str reduction) "
       "-> (Tensor, Tensor, Tensor)");
+  // The score and its gradient at a seed of 1 per item, for autograd's forward when grad is
+  // needed (the backward then only scales it): score in the caller's shape and dtype; d score /
+  // d scores as (B, M, N) and d score / d penalties as (B, 1|M, 1|N), per item, in the compute
+  // dtype.
+  m.def(
+      "_smith_waterman_forward_backward(Tensor scores, Tensor gap_open, Tensor? gap_extend, "
+      "float temperature, Tensor? lengths_a, Tensor? lengths_b, str mode, str reduction) "
+      "-> (Tensor, Tensor, Tensor, Tensor)");
 }
 
 #undef SOFTALIGN_ARGS

@@ -51,14 +51,6 @@ def test_bad_input_names_the_argument(case):
         call()
 
 
-def test_double_backward_is_refused():
-    scores = torch.randn(2, 4, 5, dtype=torch.float64, requires_grad=True)
-    (grad,) = torch.autograd.grad(softalign.smith_waterman(scores).sum(), scores,
-                                  create_graph=True)
-    with pytest.raises(RuntimeError, match="does not support double backward"):
-        grad.sum().backward()
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_mixed_devices():
     with pytest.raises(RuntimeError, match="gap_open must be on the scores' device"):

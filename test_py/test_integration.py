@@ -97,3 +97,41 @@ def test_number_overload_matches_tensor_overload():
     by_tensor = torch.ops.softalign.smith_waterman(scores, torch.tensor(-1.0),
                                                    torch.tensor(-0.3), temperature=0.5)
     torch.testing.assert_close(by_number, by_tensor, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", MODELS)
+def test_kept_gradient_and_recomputed_gradient_agree(model, device):
+    # Per-item penalties take the route that keeps d score / d inputs from the forward; the same
+    # values as position penalties take the route whose backward recomputes the DP.
+    B, M, N = 3, 6, 7
+    scores = torch.randn(B, M, N, dtype=torch.float64, device=device)
+    per_item = [torch.tensor([-1.0, -0.7, -1.3], dtype=torch.float64, device=device),
+                torch.tensor([-0.4, -0.2, -0.5], dtype=torch.float64, device=device)]
+    lengths = torch.tensor([6, 2, 0], device=device)
+    weights = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64, device=device)
+
+    def grads(penalties):
+        s = scores.clone().requires_grad_()
+        pens = [p.clone().requires_grad_() for p in penalties[:1 + (model == "affine")]]
+        score = torch.ops.softalign.smith_waterman(s, *pens, temperature=0.6, lengths_a=lengths,
+                                                   mode="local", reduction="soft")
+        return score, torch.autograd.grad((score * weights).sum(), [s] + pens)
+
+    kept_score, kept = grads(per_item)
+    positions = [p.view(B, 1, 1).expand(B, M, N).contiguous() for p in per_item]
+    recomputed_score, recomputed = grads(positions)
+    torch.testing.assert_close(kept_score, recomputed_score, rtol=0, atol=0)
+    torch.testing.assert_close(kept[0], recomputed[0], rtol=1e-12, atol=1e-12)
+    for k, r in zip(kept[1:], recomputed[1:]):
+        torch.testing.assert_close(k, r.sum((1, 2)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalties", ["number", "position"])
+def test_double_backward_is_refused(penalties):
+    scores = torch.randn(2, 4, 5, dtype=torch.float64, requires_grad=True)
+    gap_open = -1.0 if penalties == "number" else torch.full((2, 4, 5), -1.0, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(softalign.smith_waterman(scores, gap_open).sum(), scores,
+                                  create_graph=True)
+    with pytest.raises(RuntimeError, match="does not support double backward"):
+        grad.sum().backward()

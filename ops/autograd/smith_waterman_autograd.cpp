@@ -1,5 +1,14 @@
 // Autograd for softalign::smith_waterman: the backward is its own op (with CPU and CUDA
 // kernels), so TorchScript and pure C++ programs get gradients without Python.
+//
+// Two routes when grad is needed:
+//  - penalties per item (numbers, 0-d, (B,), (B, 1, 1)): the forward computes the score and its
+//    gradient at a seed of 1 per item in one go (_smith_waterman_forward_backward) and keeps it,
+//    one float per cell (PERF's bound); the backward scales it by each item's grad. One DP
+//    sweep pair per training step instead of three.
+//  - penalties per position: the forward keeps nothing of size B*M*N but the inputs and the
+//    backward op recomputes the DP (a per-item, per-position penalty gradient would be a second
+//    float per cell).
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -8,6 +17,7 @@
 #include <tuple>
 
 #include "../op_handles.h"
+#include "../problem.h"
 
 namespace softalign {
 namespace {
@@ -17,6 +27,12 @@ using torch::autograd::variable_list;
 
 std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
+[[noreturn]] void no_double_backward() {
+  TORCH_CHECK(false,
+              "softalign::smith_waterman does not support double backward (a gradient of its "
+              "gradient); differentiate it once, or use a finite difference of the gradient");
 }
 
 // The backward of the backward: not provided, and said so instead of returning zeros.
@@ -34,10 +50,62 @@ class SmithWatermanBackward : public torch::autograd::Function<SmithWatermanBack
     return {d_scores, d_open, d_extend};
   }
 
-  static variable_list backward(AutogradContext*, variable_list) {
-    TORCH_CHECK(false,
-                "softalign::smith_waterman does not support double backward (a gradient of its "
-                "gradient); differentiate it once, or use a finite difference of the gradient");
+  static variable_list backward(AutogradContext*, variable_list) { no_double_backward(); }
+};
+
+// grad times the per-item gradients the forward kept, in the caller's shapes and dtypes. A
+// Function of the op's inputs too (scores, penalties: their shapes, dtypes and devices), so
+// that differentiating the result again reaches its backward and says so, as
+// SmithWatermanBackward does.
+class ScaleItemGradients : public torch::autograd::Function<ScaleItemGradients> {
+ public:
+  static variable_list forward(AutogradContext*, const at::Tensor& grad, const at::Tensor& d_scores,
+                               const at::Tensor& d_open, const std::optional<at::Tensor>& d_extend,
+                               const at::Tensor& scores, const at::Tensor& gap_open,
+                               const std::optional<at::Tensor>& gap_extend) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const at::Tensor g = grad.reshape({d_scores.size(0), 1, 1}).to(d_scores.scalar_type());
+    at::Tensor scores_grad = (d_scores * g).to(scores.scalar_type());
+    if (scores.dim() == 2) scores_grad = scores_grad.squeeze(0);
+    variable_list grads{scores_grad, penalty_grad_to_caller(d_open * g, gap_open)};
+    if (gap_extend) grads.push_back(penalty_grad_to_caller(*d_extend * g, *gap_extend));
+    return grads;  // only defined tensors: a Function's outputs need a device
+  }
+
+  static variable_list backward(AutogradContext*, variable_list) { no_double_backward(); }
+};
+
+// Penalties of one value per item: the per-item gradient is B numbers (SPEC Notation's shapes
+// 0-d, (B,), and (..., 1, 1)).
+bool per_item(const at::Tensor& penalty) {
+  const int64_t d = penalty.dim();
+  return d <= 1 || (penalty.size(d - 1) == 1 && penalty.size(d - 2) == 1);
+}
+
+class SmithWatermanKeepingGradient
+    : public torch::autograd::Function<SmithWatermanKeepingGradient> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores,
+                            const at::Tensor& gap_open,
+                            const std::optional<at::Tensor>& gap_extend, double temperature,
+                            const std::optional<at::Tensor>& lengths_a,
+                            const std::optional<at::Tensor>& lengths_b, c10::string_view mode,
+                            c10::string_view reduction) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [score, d_scores, d_open, d_extend] = forward_backward_op().call(
+        scores, gap_open, gap_extend, temperature, lengths_a, lengths_b, mode, reduction);
+    ctx->save_for_backward({d_scores, d_open, gap_extend ? d_extend : at::Tensor(), scores,
+                            gap_open, gap_extend.value_or(at::Tensor())});
+    return score;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const variable_list grads =
+        ScaleItemGradients::apply(grad_outputs[0], saved[0], saved[1], defined_or_none(saved[2]),
+                                  saved[3], saved[4], defined_or_none(saved[5]));
+    return {grads[0], grads[1], grads.size() > 2 ? grads[2] : at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -84,6 +152,18 @@ at::Tensor smith_waterman_autograd(const at::Tensor& scores, const at::Tensor& g
                                    const std::optional<at::Tensor>& lengths_a,
                                    const std::optional<at::Tensor>& lengths_b,
                                    c10::string_view mode, c10::string_view reduction) {
+  const bool needs_grad = at::GradMode::is_enabled() &&
+                          (scores.requires_grad() || gap_open.requires_grad() ||
+                           (gap_extend && gap_extend->requires_grad()));
+  if (!needs_grad) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return score_op().call(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b, mode,
+                           reduction);
+  }
+  if (per_item(gap_open) && (!gap_extend || per_item(*gap_extend))) {
+    return SmithWatermanKeepingGradient::apply(scores, gap_open, gap_extend, temperature,
+                                               lengths_a, lengths_b, mode, reduction);
+  }
   return SmithWaterman::apply(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b,
                               mode, reduction);
 }
@@ -106,6 +186,8 @@ TORCH_LIBRARY_IMPL(softalign, Autograd, m) {
   m.impl("_smith_waterman_backward", &smith_waterman_backward_autograd);
   // The fused alignment is for inference: it returns d score / d scores itself.
   m.impl("smith_waterman_alignment.tensor", torch::autograd::autogradNotImplementedFallback());
+  m.impl("_smith_waterman_forward_backward",
+         torch::autograd::autogradNotImplementedFallback());
 }
 
 }  // namespace softalign

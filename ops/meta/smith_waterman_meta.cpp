@@ -42,12 +42,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> smith_waterman_backward_meta(
                                  : at::empty({0}, scores.options())};
 }
 
+// The per-item gradients of _smith_waterman_forward_backward: (B, M, N) and (B, 1|M, 1|N) in
+// the compute dtype (float64 stays, everything else computes in float32).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> smith_waterman_forward_backward_meta(
+    const at::Tensor& scores, const at::Tensor& gap_open,
+    const std::optional<at::Tensor>& gap_extend, double, const std::optional<at::Tensor>&,
+    const std::optional<at::Tensor>&, c10::string_view, c10::string_view) {
+  const at::Tensor score = score_like(scores);
+  const auto options = scores.options().dtype(
+      scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  const c10::SymInt B = scores.dim() == 3 ? scores.sym_size(0) : c10::SymInt(1);
+  const auto per_item = [&](const at::Tensor& penalty) {
+    const int d = static_cast<int>(penalty.dim());
+    const c10::SymInt rows = d >= 2 ? penalty.sym_size(d - 2) : c10::SymInt(1);
+    const c10::SymInt cols = d >= 2 ? penalty.sym_size(d - 1) : c10::SymInt(1);
+    return at::empty_symint({B, rows, cols}, options);
+  };
+  return {score, at::empty_symint({B, scores.sym_size(-2), scores.sym_size(-1)}, options),
+          per_item(gap_open),
+          gap_extend.has_value() ? per_item(*gap_extend) : at::empty({0}, options)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(softalign, Meta, m) {
   m.impl("smith_waterman.tensor", &smith_waterman_meta);
   m.impl("smith_waterman_alignment.tensor", &smith_waterman_alignment_meta);
   m.impl("_smith_waterman_backward", &smith_waterman_backward_meta);
+  m.impl("_smith_waterman_forward_backward", &smith_waterman_forward_backward_meta);
 }
 
 }  // namespace softalign
