@@ -125,11 +125,14 @@ struct Launch {
         adjoint(std::false_type{});
       }
     });
-    // The penalties' gradients: the stripes' partial sums, added in stripe order.
-    const at::Tensor per_stripe =
-        partials.narrow(0, 0, B * geo.stripes * 2).view({B, geo.stripes, 2});
-    out.gap_open.view({B}).copy_(per_stripe.select(2, 0).sum(1));
-    if (p.affine()) out.gap_extend.view({B}).copy_(per_stripe.select(2, 1).sum(1));
+    // The penalties' gradients of items of several stripes: the stripes' partial sums, added in
+    // stripe order (with one stripe the adjoint wrote them).
+    if (geo.stripes > 1) {
+      const at::Tensor per_stripe =
+          partials.narrow(0, 0, B * geo.stripes * 2).view({B, geo.stripes, 2});
+      out.gap_open.view({B}).copy_(per_stripe.select(2, 0).sum(1));
+      if (p.affine()) out.gap_extend.view({B}).copy_(per_stripe.select(2, 1).sum(1));
+    }
   }
 };
 

@@ -652,7 +652,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   float o = 0.f, ext = 0.f, g = 0.f;
   int m = 0, n = 0, item_stripes = 0;
   End end;
+  // The penalties' gradients of the stripe's cells: straight into the item's gradient when the
+  // item has one stripe, else into ws.partials, which the host sums over the stripes in order.
   float* partial = b < B ? ws.partials + (b * geo.stripes + stripe) * 2 : nullptr;
+  const bool whole_item = geo.stripes == 1;
+  float* open_out = whole_item && b < B ? gv.open + b * gv.open_sb : partial;
+  float* extend_out = kAffine && whole_item && b < B ? gv.extend + b * gv.extend_sb
+                                                     : (partial ? partial + 1 : nullptr);
   if (b < B) {
     it = v.item(b);
     o = it.open.at(1, 1);
@@ -669,8 +675,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         dp::LocalEnd<float> e;
         Model::forward(it, c, V, e);  // V and the local end, for the adjoint
         dp::ItemGrads<float> ig = gv.item(b);
-        ig.open = {partial, 0, 0};
-        ig.extend = {partial + 1, 0, 0};
+        ig.open = {open_out, 0, 0};
+        ig.extend = {extend_out, 0, 0};
         Model::backward(it, c, V, e, g, E, ig);
       }
     } else if (stripe < item_stripes) {
@@ -920,8 +926,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     d_extend += __shfl_xor_sync(kFullMask, d_extend, delta, G);
   }
   if (m > 0 && l == 0) {
-    partial[0] = d_open;
-    partial[1] = d_extend;
+    *open_out = d_open;
+    *extend_out = d_extend;
   }
 }
 
