@@ -33,6 +33,12 @@ ProblemGrads run_forward_backward(const Problem& p, const at::Tensor& grad) {
   return out;
 }
 
+// d score / d inputs at a seed of 1 per item, with the score.
+template <class Backend>
+ProblemGrads run_at_unit_seed(const Problem& p) {
+  return run_forward_backward<Backend>(p, at::ones({p.batch()}, p.scores.options()));
+}
+
 template <class Backend>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> smith_waterman_backward_kernel(
     const at::Tensor& grad, const at::Tensor& scores, const at::Tensor& gap_open,
@@ -60,8 +66,7 @@ std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_kernel(
     c10::string_view mode, c10::string_view reduction) {
   const Problem p = make_problem(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b,
                                  mode, reduction);
-  const ProblemGrads out =
-      run_forward_backward<Backend>(p, at::ones({p.batch()}, p.scores.options()));
+  const ProblemGrads out = run_at_unit_seed<Backend>(p);
   return {score_to_caller(p, out.score), scores_grad_to_caller(p, out.scores)};
 }
 
@@ -73,8 +78,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> smith_waterman_forwar
     c10::string_view mode, c10::string_view reduction) {
   const Problem p = make_problem(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b,
                                  mode, reduction);
-  const ProblemGrads out =
-      run_forward_backward<Backend>(p, at::ones({p.batch()}, p.scores.options()));
+  const ProblemGrads out = run_at_unit_seed<Backend>(p);
   return {score_to_caller(p, out.score), out.scores, out.gap_open,
           p.affine() ? out.gap_extend : at::empty({0}, p.scores.options())};
 }

@@ -27,9 +27,6 @@ bool stream_is_capturing(const at::Device& device) {
   return false;
 }
 
-at::ScalarType compute_dtype(at::ScalarType t) {
-  return t == at::kDouble ? at::kDouble : at::kFloat;  // half and bfloat16 compute in float32
-}
 
 // The kernels compute in the compute dtype and multiply by 1 / t: a t > 0 outside that dtype's
 // normal range would round to inf (float32) or overflow 1 / t, and turn ties into NaN.

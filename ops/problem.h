@@ -27,6 +27,12 @@ struct Problem {
   int64_t batch() const { return scores.size(0); }
 };
 
+// The dtype the kernels compute in for scores of dtype t: float64 stays, half and bfloat16
+// compute in float32.
+inline at::ScalarType compute_dtype(at::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;
+}
+
 // Checks every argument (naming it in the error) and normalises it.
 Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
                      const std::optional<at::Tensor>& gap_extend, double temperature,

@@ -10,17 +10,13 @@
 #include <torch/library.h>
 
 #include <cstdlib>
-#include <algorithm>
 #include <type_traits>
-#include <vector>
 
 #include "../kernels.h"
 #include "striped.h"
 
 namespace softalign {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // ------------------------------------------------------------ general path: a thread per item
 

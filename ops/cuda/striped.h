@@ -8,6 +8,10 @@
 #include "../problem.h"
 
 namespace softalign {
+
+// Blocks (or work units) of `b` for `a` things: both CUDA paths size their launches with it.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 namespace striped {
 
 // Whether the striped kernels take this call: float32, penalties of shape (1|B, 1, 1).

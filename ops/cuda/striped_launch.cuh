@@ -15,8 +15,6 @@
 namespace softalign {
 namespace striped {
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 template <stripes::Ends kEnds>
 using EndsConstant = std::integral_constant<stripes::Ends, kEnds>;
 

@@ -126,7 +126,7 @@ struct End {
     if (!kWhere && !soft) {
       best = dp::device::max_nan(best, v);  // NaN sticks, as in LocalEnd::add
     } else if (soft) {  // LocalEnd::add's online log-sum-exp, in base 2
-      const float scale = __fdividef(dp::device::kLog2e, c.temperature);
+      const float scale = dp::device::exp2_scale(c.temperature);
       if (v > best) {
         soft_sum = soft_sum * dp::device::ex2((best - v) * scale) + 1.f;
         best = v;
@@ -379,7 +379,6 @@ struct CellAdjoint {
 template <bool kAffine, int G, int R>
 struct Sweep {
   using Sh = Shape<kAffine, G, R>;
-  static constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
 
   __device__ static int tile_at(int r, int w, int reader) {
     return (r * kW + w) * (G + 1) + reader;
@@ -755,8 +754,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   float d_open = 0.f, d_extend = 0.f;
   // The soft end's seed g exp((v - best) / t) / soft_sum, as g / soft_sum * exp2((v - best) c).
   const float seed_scale = soft && m > 0 ? g / end.soft_sum : 0.f;
-  const float seed_exp2 = soft ? __fdividef(dp::device::kLog2e, c.temperature) : 0.f;
-  const Weights<kHard> weights{c.temperature, kHard ? 0.f : __fdividef(dp::device::kLog2e, c.temperature)};
+  const float scale = dp::device::exp2_scale(c.temperature);
+  const float seed_exp2 = soft ? scale : 0.f;
+  const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
 
   for (int k = last_chunk; k >= 0; --k) {
     // The stripe below must have left the pushes of the columns this chunk's last lane reads.

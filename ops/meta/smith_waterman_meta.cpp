@@ -5,6 +5,8 @@
 #include <optional>
 #include <tuple>
 
+#include "../problem.h"
+
 namespace softalign {
 namespace {
 
@@ -43,14 +45,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> smith_waterman_backward_meta(
 }
 
 // The per-item gradients of _smith_waterman_forward_backward: (B, M, N) and (B, 1|M, 1|N) in
-// the compute dtype (float64 stays, everything else computes in float32).
+// the compute dtype.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> smith_waterman_forward_backward_meta(
     const at::Tensor& scores, const at::Tensor& gap_open,
     const std::optional<at::Tensor>& gap_extend, double, const std::optional<at::Tensor>&,
     const std::optional<at::Tensor>&, c10::string_view, c10::string_view) {
   const at::Tensor score = score_like(scores);
-  const auto options = scores.options().dtype(
-      scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  const auto options = scores.options().dtype(compute_dtype(scores.scalar_type()));
   const c10::SymInt B = scores.dim() == 3 ? scores.sym_size(0) : c10::SymInt(1);
   const auto per_item = [&](const at::Tensor& penalty) {
     const int d = static_cast<int>(penalty.dim());
