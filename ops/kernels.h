@@ -4,6 +4,8 @@
 //   static at::Tensor forward(const Problem&);                          // (B,) scores
 //   static void forward_backward(const Problem&, const at::Tensor& grad,  // (B,) d loss/d score
 //                                ProblemGrads& out);                      // fills every field
+//   static bool writes_every_cell(const Problem&);  // forward_backward sets every element of
+//                                                   // out.scores (else it gets zeros to add to)
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,7 +30,7 @@ at::Tensor smith_waterman_kernel(const at::Tensor& scores, const at::Tensor& gap
 
 template <class Backend>
 ProblemGrads run_forward_backward(const Problem& p, const at::Tensor& grad) {
-  ProblemGrads out = make_grads(p);
+  ProblemGrads out = make_grads(p, /*zero_scores=*/!Backend::writes_every_cell(p));
   Backend::forward_backward(p, grad, out);
   return out;
 }

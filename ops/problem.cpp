@@ -150,11 +150,11 @@ Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
   return p;
 }
 
-ProblemGrads make_grads(const Problem& p) {
+ProblemGrads make_grads(const Problem& p, bool zero_scores) {
   ProblemGrads g;
   const int64_t B = p.batch();
   g.score = at::empty({B}, p.scores.options());
-  g.scores = at::zeros_like(p.scores);
+  g.scores = zero_scores ? at::zeros_like(p.scores) : at::empty_like(p.scores);
   g.gap_open = at::zeros({B, p.gap_open.size(1), p.gap_open.size(2)}, p.scores.options());
   if (p.affine()) {
     g.gap_extend = at::zeros({B, p.gap_extend.size(1), p.gap_extend.size(2)}, p.scores.options());

@@ -48,8 +48,9 @@ struct ProblemGrads {
   at::Tensor gap_extend;  // like gap_open; undefined for the linear gap model
 };
 
-// Zero-filled gradient buffers of the right shapes and the score buffer.
-ProblemGrads make_grads(const Problem& p);
+// Gradient buffers of the right shapes, zero-filled (d scores only if zero_scores: a backend
+// that writes every cell spares the fill), and the score buffer.
+ProblemGrads make_grads(const Problem& p, bool zero_scores);
 
 // The shapes and dtypes the caller passed.
 at::Tensor score_to_caller(const Problem& p, const at::Tensor& score);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: build the CUDA backend (as gpu_check.sh does) and profile the kernels of a
-# few benchmark cases with Nsight Compute; each case's report lands in $OUT/ncu_<case>.log.
+# few benchmark cases with Nsight Compute; each case's report lands in $OUT/ncu_<case>.log, with
+# why the warps stalled (cycles per issued instruction, by reason).
 #   bash tools/gpu_profile.sh                 the default cases
 #   bash tools/gpu_profile.sh "65536 32 32"   the cases given (profile_case.py's arguments)
 set -uo pipefail
@@ -14,15 +15,16 @@ if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
   TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
 fi
 cases=("$@")
-[ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024")
+[ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024" "32 1024 1024 --backward")
 SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats
   --section WarpStateStats --section SchedulerStats --section InstructionStats
-  --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis)
+  --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
+  --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio')
 for c in "${cases[@]}"; do
   name=$(echo "$c" | tr -c 'a-zA-Z0-9\n' '_')
-  # The last launch of each softalign kernel (the earlier ones warm up).
+  # Three launches after the first two (which warm up): the forward, or forward and adjoint.
   timeout 240 ncu --clock-control none --kernel-name regex:'softalign' --launch-skip 2 \
-    --launch-count 1 "${SECTIONS[@]}" python3 tools/profile_case.py $c --reps 3 \
+    --launch-count 3 "${SECTIONS[@]}" python3 tools/profile_case.py $c --reps 3 \
     > "$OUT/ncu_$name.log" 2>&1
   echo "=== $c: rc=$?"
 done

@@ -12,6 +12,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -53,23 +54,28 @@ class SmithWatermanBackward : public torch::autograd::Function<SmithWatermanBack
   static variable_list backward(AutogradContext*, variable_list) { no_double_backward(); }
 };
 
-// grad times the per-item gradients the forward kept, in the caller's shapes and dtypes. A
-// Function of the op's inputs too (scores, penalties: their shapes, dtypes and devices), so
-// that differentiating the result again reaches its backward and says so, as
-// SmithWatermanBackward does.
+// grad times the per-item gradients the forward kept, in the caller's shapes and dtypes, for
+// the inputs autograd asks about (`wanted`: scores, gap_open, gap_extend). A Function of the
+// op's inputs too (scores, penalties: their shapes, dtypes and devices), so that
+// differentiating the result again reaches its backward and says so, as SmithWatermanBackward
+// does.
 class ScaleItemGradients : public torch::autograd::Function<ScaleItemGradients> {
  public:
   static variable_list forward(AutogradContext*, const at::Tensor& grad, const at::Tensor& d_scores,
                                const at::Tensor& d_open, const std::optional<at::Tensor>& d_extend,
                                const at::Tensor& scores, const at::Tensor& gap_open,
-                               const std::optional<at::Tensor>& gap_extend) {
+                               const std::optional<at::Tensor>& gap_extend,
+                               std::array<bool, 3> wanted) {
     at::AutoDispatchBelowADInplaceOrView guard;
     const at::Tensor g = grad.reshape({d_scores.size(0), 1, 1}).to(d_scores.scalar_type());
-    at::Tensor scores_grad = (d_scores * g).to(scores.scalar_type());
-    if (scores.dim() == 2) scores_grad = scores_grad.squeeze(0);
-    variable_list grads{scores_grad, penalty_grad_to_caller(d_open * g, gap_open)};
-    if (gap_extend) grads.push_back(penalty_grad_to_caller(*d_extend * g, *gap_extend));
-    return grads;  // only defined tensors: a Function's outputs need a device
+    variable_list grads;  // only defined tensors: a Function's outputs need a device
+    if (wanted[0]) {
+      at::Tensor scores_grad = (d_scores * g).to(scores.scalar_type());
+      grads.push_back(scores.dim() == 2 ? scores_grad.squeeze(0) : scores_grad);
+    }
+    if (wanted[1]) grads.push_back(penalty_grad_to_caller(d_open * g, gap_open));
+    if (wanted[2] && gap_extend) grads.push_back(penalty_grad_to_caller(*d_extend * g, *gap_extend));
+    return grads;
   }
 
   static variable_list backward(AutogradContext*, variable_list) { no_double_backward(); }
@@ -101,11 +107,19 @@ class SmithWatermanKeepingGradient
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
+    const std::optional<at::Tensor> gap_extend = defined_or_none(saved[5]);
+    const std::array<bool, 3> wanted{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                     gap_extend.has_value() && ctx->needs_input_grad(2)};
     const variable_list grads =
         ScaleItemGradients::apply(grad_outputs[0], saved[0], saved[1], defined_or_none(saved[2]),
-                                  saved[3], saved[4], defined_or_none(saved[5]));
-    return {grads[0], grads[1], grads.size() > 2 ? grads[2] : at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+                                  saved[3], saved[4], gap_extend, wanted);
+    // One entry per forward input: scores, gap_open, gap_extend, then the non-differentiable.
+    variable_list out(8);
+    size_t next = 0;
+    for (size_t input = 0; input < wanted.size(); ++input) {
+      if (wanted[input]) out[input] = grads[next++];
+    }
+    return out;
   }
 };
 

@@ -141,6 +141,9 @@ struct CpuBackend {
     return score;
   }
 
+  // The sweeps add into d scores (and leave the cells outside an item's lengths alone).
+  static bool writes_every_cell(const Problem&) { return false; }
+
   static void forward_backward(const Problem& p, const at::Tensor& grad, ProblemGrads& out) {
     AT_DISPATCH_FLOATING_TYPES(p.scores.scalar_type(), "smith_waterman_backward_cpu", [&] {
       if (p.affine()) {

@@ -130,6 +130,12 @@ struct CudaBackend {
     return score;
   }
 
+  // The striped adjoint writes d S of every cell of an item (the general sweeps add into it):
+  // without lengths, every cell of the tensor.
+  static bool writes_every_cell(const Problem& p) {
+    return striped::eligible(p) && !p.lengths_a.defined() && !p.lengths_b.defined();
+  }
+
   static void forward_backward(const Problem& p, const at::Tensor& grad, ProblemGrads& out) {
     const c10::cuda::CUDAGuard guard(p.scores.device());
     if (p.batch() == 0) return;

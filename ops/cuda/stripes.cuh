@@ -47,10 +47,14 @@ struct Shape {
   // (adjacent lanes, adjacent banks; the + 1 spreads the coalesced writes over the banks);
   // + G puts the groups of a warp on different banks.
   static constexpr int kTile = R * kW * (G + 1) + G;
+  // Score tiles per group: a stripe of one row per lane (the long pairs' shape, a few warps per
+  // SM) loads the next chunk's scores while it sweeps this one; the short pairs' shapes keep
+  // one, so that more warps fit in shared memory.
+  static constexpr int kBuffers = G == 32 && R == 1 ? 2 : 1;
   // The row above for lane 0 (forward: kStates values per step), or the pushes from the stripe
   // below for lane G - 1 (adjoint: up and diagonal, kStates each, one column more).
   static constexpr int kAbove = 2 * kStates * (kW + 1);
-  static constexpr int kWarpFloats = kGroups * (kTile + kAbove);
+  static constexpr int kWarpFloats = kGroups * (kBuffers * kTile + kAbove);
   static constexpr int kSlab = kStates * kRows;  // saved values of one step of one group
 };
 
@@ -384,11 +388,20 @@ struct Sweep {
     return (r * kW + w) * (G + 1) + reader;
   }
 
+  // The group's tile of chunk k in the warp's shared memory, and its row above (forward) or
+  // pushes from below (adjoint).
+  __device__ static float* tile_of(float* warp_smem, int grp, int k) {
+    return warp_smem + ((k % Sh::kBuffers) * Sh::kGroups + grp) * Sh::kTile;
+  }
+  __device__ static float* edge_of(float* warp_smem, int grp) {
+    return warp_smem + Sh::kBuffers * Sh::kGroups * Sh::kTile + grp * Sh::kAbove;
+  }
+
   // Moves chunk k (steps k * kW .. + kW - 1) of the group's item between its shared tile and
   // global memory: the G lanes of a group move their own item's rows, coalesced along the
   // columns, so that a lane holds one item's pointer and sizes (m = 0: nothing inside, zeros).
-  // kLoad copies S in asynchronously (cp.async, zero outside the item; every copy in flight at
-  // once), else writes d S out.
+  // kLoad starts copying S in (cp.async, zero outside the item; one commit group per chunk,
+  // waited for by wait_for_tiles), else writes d S out.
   static_assert(kW % G == 0 || G % kW == 0, "a row of a chunk is a whole number of lanes or rows");
   template <bool kLoad>
   __device__ static void move_tile(float* my_tile, const float* scores, float* grads, int m, int n,
@@ -411,7 +424,16 @@ struct Sweep {
         grads[at] = *slot;
       }
     }
-    if constexpr (kLoad) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    if constexpr (kLoad) asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  // Waits until the tile of the chunk about to be swept is in: with two buffers the next
+  // chunk's copies (started before) may still be in flight.
+  __device__ static void wait_for_tiles(bool next_in_flight) {
+    if (Sh::kBuffers == 2 && next_in_flight) {
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }
   }
 };
 
@@ -472,10 +494,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
   __syncwarp();
 
-  float* tile = &smem[warp][0];
-  float* above_tile = tile + kGroups * Sh::kTile;
-  float* my_tile = tile + grp * Sh::kTile;
-  float* my_above = above_tile + grp * Sh::kAbove;
+  float* const warp_smem = &smem[warp][0];
+  float* const my_above = Sw::edge_of(warp_smem, grp);
   const int first_row = i0 + l * R + 1;
 
   End end;
@@ -493,11 +513,24 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   RowZero<kAffine> row0;
   const Temperature tp(c.temperature);
 
+  if (Sh::kBuffers == 2 && steps > 0) {
+    Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, 0), scores, nullptr, m, n, l, i0, 0, N);
+  }
   for (int k = 0; k * kW < steps; ++k) {
+    __syncwarp();  // every lane is done with the chunk before
+    float* const my_tile = Sw::tile_of(warp_smem, grp, k);
+    // The scores first: they wait for nothing, so their copies overlap the wait below (and,
+    // with two buffers, the sweep of this chunk).
+    const bool next = (k + 1) * kW < steps;
+    if (Sh::kBuffers == 1) {
+      Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
+    } else if (next) {
+      Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k + 1), scores, nullptr, m, n, l,
+                                   i0, k + 1, N);
+    }
     // The previous stripe must have left the columns of this chunk's row above.
     if (piped && reads_row && l == 0) wait_for(progress - 1, min((k + 1) * kW, n + 1));
     __syncwarp();
-    Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
     // The row above, for lane 0's steps of this chunk: DP row 0 (SPEC boundaries, a scan along
     // the columns by lane 0) or the boundary row the stripe above left in the ring.
     if (stripe == 0) {
@@ -514,6 +547,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         my_above[q] = m > 0 && j <= n ? __ldcg(ring_in + (q / kW) * W + j) : 0.f;
       }
     }
+    Sw::wait_for_tiles(next);
     __syncwarp();
     if (kSave && m > 0) {  // the row above, for the adjoint (lane 0's column is the step)
       for (int q = l; q < kStates * kW; q += G) {
@@ -696,10 +730,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
   __syncwarp();
 
-  float* tile = &smem[warp][0];
-  float* my_tile = tile + grp * Sh::kTile;
-  float* below_tile = tile + kGroups * Sh::kTile;
-  float* my_below = below_tile + grp * Sh::kAbove;
+  float* const warp_smem = &smem[warp][0];
+  float* const my_below = Sw::edge_of(warp_smem, grp);
   const int first_row = i0 + l * R + 1;
 
   // The saved values of the lane's rows at column `step - l` (zero outside the sweep).
@@ -758,13 +790,26 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float seed_exp2 = soft ? scale : 0.f;
   const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
 
+  if (Sh::kBuffers == 2 && steps > 0) {
+    Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, last_chunk), scores, nullptr, m, n,
+                                 l, i0, last_chunk, N);
+  }
   for (int k = last_chunk; k >= 0; --k) {
+    __syncwarp();  // every lane is done with the chunk before (its d S is out)
+    float* const my_tile = Sw::tile_of(warp_smem, grp, k);
+    // The scores first, as in the forward (the chunks run backwards here).
+    const bool next = k > 0;
+    if (Sh::kBuffers == 1) {
+      Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
+    } else if (next) {
+      Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k - 1), scores, nullptr, m, n, l,
+                                   i0, k - 1, N);
+    }
     // The stripe below must have left the pushes of the columns this chunk's last lane reads.
     if (piped && reads_below && l == G - 1) {
       wait_for(progress + 1, n + 1 - max(k * kW - G + 1, 0));
     }
     __syncwarp();
-    Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
     for (int q = l; q < Sh::kAbove; q += G) {
       const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
@@ -772,6 +817,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                         ? __ldcg(ring_in + plane * W + column)
                         : 0.f;
     }
+    Sw::wait_for_tiles(next);
     __syncwarp();
 
 #pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live)
