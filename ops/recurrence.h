@@ -137,9 +137,12 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  
   float rest[K - 1];
   terms_below_max(x, rest);
   // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell.
+  // (x - m) c as x c - m c: one FFMA a term. Its error, that of rounding m c, is half an ulp of
+  // m in the result (the rounding of m itself).
+  const float mc = m * c;
   float sum = 1.f;
 #pragma unroll
-  for (int k = 0; k < K - 1; ++k) sum += ex2((rest[k] - m) * c);
+  for (int k = 0; k < K - 1; ++k) sum += ex2(fmaf(rest[k], c, -mc));
   const float v = fmaf(lg2(sum), t * kLn2, m);
   return (t != 0.f) & (fabsf(m) < INFINITY) ? v : m;
 }

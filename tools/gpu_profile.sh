@@ -15,7 +15,7 @@ if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
   TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
 fi
 cases=("$@")
-[ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024" "32 1024 1024 --backward")
+[ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024" "32 1024 1024 --backward" "1 4096 4096")
 SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats
   --section WarpStateStats --section SchedulerStats --section InstructionStats
   --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis
@@ -23,7 +23,7 @@ SECTIONS=(--section SpeedOfLight --section Occupancy --section LaunchStats
 for c in "${cases[@]}"; do
   name=$(echo "$c" | tr -c 'a-zA-Z0-9\n' '_')
   # Three launches after the first two (which warm up): the forward, or forward and adjoint.
-  timeout 240 ncu --clock-control none --kernel-name regex:'softalign' --launch-skip 2 \
+  timeout 240 ncu --clock-control none --kernel-name regex:'forward_kernel|backward_kernel' --launch-skip 2 \
     --launch-count 3 "${SECTIONS[@]}" python3 tools/profile_case.py $c --reps 3 \
     > "$OUT/ncu_$name.log" 2>&1
   echo "=== $c: rc=$?"

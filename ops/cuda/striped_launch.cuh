@@ -55,8 +55,10 @@ struct Launch {
     geo.width = N + 1;
   }
 
-  float* floats(int64_t count) {
-    keep.push_back(at::empty({std::max<int64_t>(count, 1)}, p.scores.options()));
+  float* floats(int64_t count, bool zeroed = false) {
+    const int64_t size = std::max<int64_t>(count, 1);
+    keep.push_back(zeroed ? at::zeros({size}, p.scores.options())
+                          : at::empty({size}, p.scores.options()));
     return keep.back().data_ptr<float>();
   }
 
@@ -64,8 +66,11 @@ struct Launch {
   std::vector<stripes::Workspace> workspaces(bool save) {
     stripes::Workspace ws{};
     const int64_t S = geo.stripes, W = geo.width;
-    ws.scratch_per_item = int64_t(kStates) * std::max<int64_t>(4 * W, M + 3);
-    ws.scratch = floats(B * ws.scratch_per_item);
+    // The ring's entries are 64-bit (an even count of floats per item keeps them aligned), and
+    // zeroed when stripes read them: no stale tag may match.
+    ws.scratch_per_item =
+        2 * ceil_div(int64_t(kStates) * std::max<int64_t>(stripes::kRingFloats * W, M + 3), 2);
+    ws.scratch = floats(B * ws.scratch_per_item, /*zeroed=*/S > 1);
     if (S > 1) ws.stripe_ends = floats(B * S * 4);
     if (save) {
       ws.values = floats(B * S * geo.steps * Sh::kSlab);

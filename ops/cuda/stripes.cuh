@@ -11,9 +11,10 @@
 //
 // Stripes. A warp takes one work unit: one stripe of its items. Units are handed out in order by
 // an atomic ticket, so a unit only ever waits for units already running: stripe s reads the
-// boundary row that stripe s - 1 leaves in a two-slot ring in global memory, chunk by chunk, as
-// its progress counter says the columns are there (the adjoint runs the stripes bottom-up and
-// passes the pushes into the row above the same way). One long pair so keeps M / (G R) warps busy.
+// boundary row that stripe s - 1 leaves in a two-slot ring in global memory, chunk by chunk,
+// waiting for each entry to carry the tag of its writer (the adjoint runs the stripes bottom-up
+// and passes the pushes into the row above the same way). One long pair so keeps M / (G R) warps
+// busy.
 //
 // What the adjoint needs from the forward: every DP value, saved one slab per step (the step's
 // cells, [state][row][lane]: coalesced for both sweeps), the row above each stripe as lane 0
@@ -68,9 +69,9 @@ struct Geometry {
 
 // Global memory of one call (see the top of the file), per item b and stripe s.
 struct Workspace {
-  float* scratch;        // [b][scratch_per_item]: the ring, or the general sweep's tables
+  float* scratch;        // [b][scratch_per_item]: the ring (zeroed), or the general sweep's tables
   int64_t scratch_per_item;
-  int* progress;         // [b][s]: columns of the ring published; null with one stripe
+  int* progress;         // [b][s]: a stripe's local end is stored (forward); null with one stripe
   int* ticket;           // the next unit; null with one stripe (unit = warp index)
   float* values;         // [b][s][step][slab]: saved DP values; null in a forward without grad
   float* above;          // [b][s][state][N + 1]: the row above stripe s, as lane 0 read it
@@ -79,13 +80,36 @@ struct Workspace {
   float* partials;       // [b][s][2]: d open, d extend summed over the stripe's cells
 };
 
-// The ring of one item: two slots, each 2 * kStates planes of N + 1 (boundary values in the
-// forward use kStates of them; the adjoint's pushes up and diagonal use all).
+// The ring of one item: two slots, each 2 * kStates planes of N + 1 entries (boundary values in
+// the forward use kStates of them; the adjoint's pushes up and diagonal use all). An entry is a
+// value and the tag of the stripe that wrote it, in one 64-bit word written and read whole: a
+// reader polls the entries themselves, one round trip to L2, where a progress counter would take
+// two (the counter, then the entries) and a fence in the writer. The host zeroes the ring; tags
+// start at 1, and the adjoint's follow the forward's (the two launches share the ring).
+using RingEntry = unsigned long long;
+constexpr int kRingFloats = 2 * 2 * 2;  // floats per plane and column: 2 slots, 2 planes, 64 bits
+
 template <int kStates>
-__device__ __forceinline__ float* ring_slot(const Workspace& ws, const Geometry& geo, int64_t b,
-                                            int slot) {
-  return ws.scratch + b * ws.scratch_per_item + int64_t(slot) * 2 * kStates * geo.width;
+__device__ __forceinline__ RingEntry* ring_slot(const Workspace& ws, const Geometry& geo,
+                                                int64_t b, int slot) {
+  return reinterpret_cast<RingEntry*>(ws.scratch + b * ws.scratch_per_item) +
+         int64_t(slot) * 2 * kStates * geo.width;
 }
+__device__ __forceinline__ void ring_put(RingEntry* entry, float value, unsigned tag) {
+  const RingEntry word = (RingEntry(tag) << 32) | __float_as_uint(value);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(entry), "l"(word) : "memory");
+}
+__device__ __forceinline__ float ring_take(const RingEntry* entry, unsigned tag) {
+  RingEntry word;
+  while (true) {
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(entry) : "memory");
+    if (unsigned(word >> 32) == tag) break;
+    __nanosleep(20);
+  }
+  return __uint_as_float(unsigned(word));
+}
+// The value of an entry this lane wrote itself.
+__device__ __forceinline__ float ring_value(RingEntry word) { return __uint_as_float(unsigned(word)); }
 
 // The warp's work unit: in order of the ticket when stripes wait for each other (a unit then
 // only waits for units that are already running), else the warp's index.
@@ -99,8 +123,8 @@ __device__ __forceinline__ int64_t unit_of_warp(int warp, const Workspace& ws) {
   return unit;
 }
 
-// Progress counters: a release store after the writer's own writes of the ring, an acquire
-// load before the reader's; one lane spins, its warp waits at the __syncwarp that follows.
+// Progress counters: a release store after the writer's own writes, an acquire load before the
+// reader's; one lane spins.
 __device__ __forceinline__ void publish(int* progress, int value) {
   asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(progress), "r"(value) : "memory");
 }
@@ -486,8 +510,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const bool reads_row = m > 0 && stripe > 0;
   const bool piped = ws.progress != nullptr;
   int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
-  float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
-  const float* ring_in = reads_row ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
+  RingEntry* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
+  const RingEntry* ring_in = reads_row ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
+  const unsigned tag = stripe + 1;  // of this stripe's entries; the stripe above wrote `stripe`
   float* values = kSave ? ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab : nullptr;
   float* above_saved = kSave ? ws.above + (b * geo.stripes + stripe) * kStates * W : nullptr;
   // The whole warp runs the same steps (shuffles and staging are warp-wide).
@@ -519,8 +544,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (int k = 0; k * kW < steps; ++k) {
     __syncwarp();  // every lane is done with the chunk before
     float* const my_tile = Sw::tile_of(warp_smem, grp, k);
-    // The scores first: they wait for nothing, so their copies overlap the wait below (and,
-    // with two buffers, the sweep of this chunk).
+    // The scores first: they wait for nothing, so their copies overlap the wait for the row
+    // above (and, with two buffers, the sweep of this chunk).
     const bool next = (k + 1) * kW < steps;
     if (Sh::kBuffers == 1) {
       Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
@@ -528,9 +553,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k + 1), scores, nullptr, m, n, l,
                                    i0, k + 1, N);
     }
-    // The previous stripe must have left the columns of this chunk's row above.
-    if (piped && reads_row && l == 0) wait_for(progress - 1, min((k + 1) * kW, n + 1));
-    __syncwarp();
     // The row above, for lane 0's steps of this chunk: DP row 0 (SPEC boundaries, a scan along
     // the columns by lane 0) or the boundary row the stripe above left in the ring.
     if (stripe == 0) {
@@ -544,7 +566,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     } else {
       for (int q = l; q < kStates * kW; q += G) {
         const int j = k * kW + q % kW;
-        my_above[q] = m > 0 && j <= n ? __ldcg(ring_in + (q / kW) * W + j) : 0.f;
+        my_above[q] = m > 0 && j <= n ? ring_take(ring_in + (q / kW) * W + j, tag - 1) : 0.f;
       }
     }
     Sw::wait_for_tiles(next);
@@ -607,16 +629,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
       if (l == G - 1 && leaves_row && j >= 0 && j <= n) {
 #pragma unroll
-        for (int st = 0; st < kStates; ++st) ring_out[st * W + j] = u[st];
+        for (int st = 0; st < kStates; ++st) ring_put(ring_out + st * W + j, u[st], tag);
       }
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {
         diag[st] = up[st];  // column j of the row above is column j + 1's diagonal
         up[st] = __shfl_up_sync(kFullMask, u[st], 1, G);
       }
-    }
-    if (piped && leaves_row && l == G - 1) {  // the lane that wrote the ring
-      publish(progress, max(0, min((k + 1) * kW - G + 1, n + 1)));
     }
   }
 
@@ -721,10 +740,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
   float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
   const bool reads_below = m > 0 && stripe + 1 < item_stripes;
-  const float* ring_in = reads_below ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
-  const bool piped = ws.progress != nullptr;
-  int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
-  float* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
+  const RingEntry* ring_in = reads_below ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
+  RingEntry* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
+  const unsigned tag = geo.stripes + 1 + stripe;  // after the forward's; the stripe below: tag + 1
   const float* values = ws.values + ((b * geo.stripes + stripe) * geo.steps) * Sh::kSlab;
   const float* above = ws.above + (b * geo.stripes + stripe) * kStates * W;
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
@@ -753,7 +771,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // Saved values at the columns j, j - 1 of the lane's rows (slabs step, step - 1), and the
   // slabs step - 2 .. step - 1 - kDepth in flight (loaded kDepth iterations before they are
   // needed); the row above at j, j - 1 (lane 0: the saved row above, in flight the same way).
-  constexpr int kDepth = R >= 4 ? 1 : 4 / R;
+#ifndef SOFTALIGN_PREFETCH_ROWS
+#define SOFTALIGN_PREFETCH_ROWS 4
+#endif
+  constexpr int kPrefetchRows = kAffine ? 4 : SOFTALIGN_PREFETCH_ROWS;
+  constexpr int kDepth = R >= kPrefetchRows ? 1 : kPrefetchRows / R;
   float cur[kStates][R], left[kStates][R], pipe[kDepth][kStates][R];
   float up_cur[kStates], up_left[kStates], above_pipe[kDepth][kStates];
   float from_right[kStates][R];  // pushes left from (i, j + 1)
@@ -805,16 +827,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k - 1), scores, nullptr, m, n, l,
                                    i0, k - 1, N);
     }
-    // The stripe below must have left the pushes of the columns this chunk's last lane reads.
-    if (piped && reads_below && l == G - 1) {
-      wait_for(progress + 1, n + 1 - max(k * kW - G + 1, 0));
-    }
-    __syncwarp();
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
     for (int q = l; q < Sh::kAbove; q += G) {
       const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
       my_below[q] = ring_in != nullptr && column >= 0 && column <= n
-                        ? __ldcg(ring_in + plane * W + column)
+                        ? ring_take(ring_in + plane * W + column, tag + 1)
                         : 0.f;
     }
     Sw::wait_for_tiles(next);
@@ -902,8 +919,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       if (l == 0 && m > 0 && column_inside) {
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
-          ring_out[st * W + j] = push_up[st];
-          ring_out[(kStates + st) * W + j] = diag_prev[st][0];
+          ring_put(ring_out + st * W + j, push_up[st], tag);
+          ring_put(ring_out + (kStates + st) * W + j, diag_prev[st][0], tag);
         }
       }
 #pragma unroll
@@ -929,11 +946,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     __syncwarp();
     Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, i0, k, N);
-    if (piped && stripe > 0 && m > 0 && l == 0) {  // lane 0 wrote the ring
-      publish(progress, max(0, min(n + 1 - k * kW, n + 1)));
-    }
   }
-  if (piped && stripe > 0 && m > 0 && l == 0) publish(progress, n + 1);
 
   // Row 0 (global): H[0][j] = H[0][j-1] + g, or Y[0][j] from row 0's A, X, Y at j - 1; lane 0
   // sweeps it leftwards with the pushes that stripe 0's first row left in the ring.
@@ -943,8 +956,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       float e[kStates];
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {
-        e[st] = ring_out[st * W + j] + (j + 1 <= n ? ring_out[(kStates + st) * W + j + 1] : 0.f) +
-                carry[st];
+        e[st] = ring_value(ring_out[st * W + j]) +
+                (j + 1 <= n ? ring_value(ring_out[(kStates + st) * W + j + 1]) : 0.f) + carry[st];
         carry[st] = 0.f;
       }
       if constexpr (kAffine) {
