@@ -7,7 +7,13 @@
 #include <limits>
 
 #ifdef SOFTALIGN_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 #endif
 
 namespace softalign {
@@ -27,6 +33,44 @@ bool stream_is_capturing(const at::Device& device) {
   return false;
 }
 
+#ifdef SOFTALIGN_WITH_CUDA
+// A number on a CUDA device. Filling a tensor with it is a kernel launch, a fifth of the host
+// time of a small call, so the first kNumbers distinct numbers are kept for the process: filled
+// once, on the stream of their first use, which later uses on other streams wait for (an event:
+// no synchronisation with the host). Never written (kernels only read penalties), never freed.
+// During CUDA graph capture a number is filled in the graph, as any other work.
+at::Tensor cuda_number(double value, const at::TensorOptions& options) {
+  if (stream_is_capturing(options.device())) return at::full({}, value, options);
+  struct Kept {
+    double value;
+    at::ScalarType dtype;
+    c10::DeviceIndex device;
+    cudaStream_t filled_on;
+    at::Tensor tensor;
+    std::shared_ptr<at::cuda::CUDAEvent> filled;
+  };
+  constexpr size_t kNumbers = 16;
+  static std::mutex mutex;
+  static std::vector<Kept> kept;
+  const at::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
+  const c10::DeviceIndex device = options.device().index();
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device);
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const Kept& k : kept) {
+    if (std::memcmp(&k.value, &value, sizeof value) == 0 && k.dtype == dtype && k.device == device) {
+      if (k.filled_on != stream.stream()) k.filled->block(stream);
+      return k.tensor;
+    }
+  }
+  at::Tensor tensor = at::full({}, value, options);
+  if (kept.size() < kNumbers) {
+    auto filled = std::make_shared<at::cuda::CUDAEvent>();
+    filled->record(stream);
+    kept.push_back({value, dtype, device, stream.stream(), tensor, std::move(filled)});
+  }
+  return tensor;
+}
+#endif
 
 // The kernels compute in the compute dtype and multiply by 1 / t: a t > 0 outside that dtype's
 // normal range would round to inf (float32) or overflow 1 / t, and turn ties into NaN.
@@ -69,8 +113,8 @@ at::Tensor normalise_penalty(const at::Tensor& penalty, const char* name, const 
               " varies along an empty dimension of the scores (M = ", M, ", N = ", N,
               "): global mode has nothing to charge its gaps with");
   if (cpu_scalar && !scores.device().is_cpu()) {
-    // A fill on the device, not a copy from the host: no synchronisation with the device.
-    return at::full({1, 1, 1}, p.item<double>(), scores.options());
+    // Made on the device, not copied from the host: no synchronisation with the device.
+    return number_tensor(p.item<double>(), scores.options()).view({1, 1, 1});
   }
   return p.to(scores.device(), scores.scalar_type()).contiguous();
 }
@@ -111,6 +155,13 @@ at::Tensor normalise_lengths(const std::optional<at::Tensor>& lengths, const cha
 }
 
 }  // namespace
+
+at::Tensor number_tensor(double value, const at::TensorOptions& options) {
+#ifdef SOFTALIGN_WITH_CUDA
+  if (options.device().is_cuda()) return cuda_number(value, options);
+#endif
+  return at::scalar_tensor(value, options);
+}
 
 Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
                      const std::optional<at::Tensor>& gap_extend, double temperature,

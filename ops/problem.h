@@ -33,6 +33,9 @@ inline at::ScalarType compute_dtype(at::ScalarType t) {
   return t == at::kDouble ? at::kDouble : at::kFloat;
 }
 
+// A number (a penalty given as one) as a 0-d tensor with these options (compute dtype, device).
+at::Tensor number_tensor(double value, const at::TensorOptions& options);
+
 // Checks every argument (naming it in the error) and normalises it.
 Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
                      const std::optional<at::Tensor>& gap_extend, double temperature,

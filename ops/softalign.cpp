@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "op_handles.h"
+#include "problem.h"
 
 namespace softalign {
 
@@ -40,8 +41,7 @@ namespace {
 
 // A number penalty becomes a 0-d tensor in the dtype the kernels compute in.
 at::Tensor penalty_tensor(double value, const at::Tensor& scores) {
-  const auto dtype = scores.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  return at::scalar_tensor(value, scores.options().dtype(dtype));
+  return number_tensor(value, scores.options().dtype(compute_dtype(scores.scalar_type())));
 }
 
 std::optional<at::Tensor> penalty_tensor(std::optional<double> value, const at::Tensor& scores) {

@@ -38,17 +38,27 @@ def per_call(fn, reps=200):
 
 D = S.detach()
 score = softalign.smith_waterman(S, **gaps)
-ones = torch.ones_like(score)
-extend = [gaps["gap_extend"]] if args.affine else []
 print(f"forward, no grad:            {per_call(lambda: softalign.smith_waterman(D, **gaps)):8.1f} us")
 print(f"forward, grad:               {per_call(lambda: softalign.smith_waterman(S, **gaps)):8.1f} us")
-print(f"backward op (number pens):   "
-      f"{per_call(lambda: torch.ops.softalign._smith_waterman_backward(ones, D, torch.tensor(-1.0, device='cuda'), torch.tensor(-0.5, device='cuda') if args.affine else None, 1.0, None, None, 'local', 'max')):8.1f} us")
+pens = [torch.tensor(-1.0, device="cuda")] + ([torch.tensor(-0.5, device="cuda")] if args.affine else [None])
+print(f"forward-backward op:         "
+      f"{per_call(lambda: torch.ops.softalign._smith_waterman_forward_backward(D, *pens, 1.0, None, None, 'local', 'max')):8.1f} us")
 print(f"alignment op:                {per_call(lambda: softalign.smith_waterman_alignment(D, **gaps)):8.1f} us")
 def fwd_bwd():
     S.grad = None
     softalign.smith_waterman(S, **gaps).sum().backward()
 print(f"forward + backward:          {per_call(fwd_bwd):8.1f} us")
+# PyTorch's own floor for a forward + backward through autograd on this machine: one elementwise
+# op, its sum, and backward (the engine runs CUDA backward work on a thread of its own).
+X = torch.randn(*args.shape, device="cuda", requires_grad=True)
+
+
+def torch_floor():
+    X.grad = None
+    X.exp().sum().backward()
+
+
+print(f"torch floor (exp, sum, backward): {per_call(torch_floor):8.1f} us")
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                         torch.profiler.ProfilerActivity.CUDA]) as prof:
     for _ in range(10):

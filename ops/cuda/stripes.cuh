@@ -99,14 +99,43 @@ __device__ __forceinline__ void ring_put(RingEntry* entry, float value, unsigned
   const RingEntry word = (RingEntry(tag) << 32) | __float_as_uint(value);
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(entry), "l"(word) : "memory");
 }
-__device__ __forceinline__ float ring_take(const RingEntry* entry, unsigned tag) {
+__device__ __forceinline__ RingEntry ring_load(const RingEntry* entry) {
   RingEntry word;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(entry) : "memory");
+  return word;
+}
+// Stages kCount entries of the ring into shared memory, lane l of a group of G taking l, l + G,
+// ...: dst[q] = the value at ring + where(q), or 0 where where(q) < 0 (no entry), once it carries
+// `tag`. Every load is in flight at once; those not yet tagged are loaded again.
+template <int kCount, int G, class Where>
+__device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, int l, float* dst,
+                                          Where where) {
+  constexpr int kPerLane = (kCount + G - 1) / G;
+  int64_t at[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int q = l + i * G;
+    at[i] = q < kCount ? where(q) : -1;
+    if (q < kCount && at[i] < 0) dst[q] = 0.f;
+  }
   while (true) {
-    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(entry) : "memory");
-    if (unsigned(word >> 32) == tag) break;
+    RingEntry word[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) word[i] = at[i] >= 0 ? ring_load(ring + at[i]) : 0;
+    bool waiting = false;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (at[i] < 0) continue;
+      if (unsigned(word[i] >> 32) == tag) {
+        dst[l + i * G] = __uint_as_float(unsigned(word[i]));
+        at[i] = -1;
+      } else {
+        waiting = true;
+      }
+    }
+    if (!waiting) break;
     __nanosleep(20);
   }
-  return __uint_as_float(unsigned(word));
 }
 // The value of an entry this lane wrote itself.
 __device__ __forceinline__ float ring_value(RingEntry word) { return __uint_as_float(unsigned(word)); }
@@ -564,10 +593,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         }
       }
     } else {
-      for (int q = l; q < kStates * kW; q += G) {
+      ring_take<kStates * kW, G>(ring_in, tag - 1, l, my_above, [&](int q) -> int64_t {
         const int j = k * kW + q % kW;
-        my_above[q] = m > 0 && j <= n ? ring_take(ring_in + (q / kW) * W + j, tag - 1) : 0.f;
-      }
+        return m > 0 && j <= n ? (q / kW) * W + j : -1;
+      });
     }
     Sw::wait_for_tiles(next);
     __syncwarp();
@@ -771,11 +800,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // Saved values at the columns j, j - 1 of the lane's rows (slabs step, step - 1), and the
   // slabs step - 2 .. step - 1 - kDepth in flight (loaded kDepth iterations before they are
   // needed); the row above at j, j - 1 (lane 0: the saved row above, in flight the same way).
-#ifndef SOFTALIGN_PREFETCH_ROWS
-#define SOFTALIGN_PREFETCH_ROWS 4
-#endif
-  constexpr int kPrefetchRows = kAffine ? 4 : SOFTALIGN_PREFETCH_ROWS;
-  constexpr int kDepth = R >= kPrefetchRows ? 1 : kPrefetchRows / R;
+  constexpr int kDepth = R >= 4 ? 1 : 4 / R;
   float cur[kStates][R], left[kStates][R], pipe[kDepth][kStates][R];
   float up_cur[kStates], up_left[kStates], above_pipe[kDepth][kStates];
   float from_right[kStates][R];  // pushes left from (i, j + 1)
@@ -828,12 +853,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                                    i0, k - 1, N);
     }
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
-    for (int q = l; q < Sh::kAbove; q += G) {
+    ring_take<Sh::kAbove, G>(ring_in, tag + 1, l, my_below, [&](int q) -> int64_t {
       const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
-      my_below[q] = ring_in != nullptr && column >= 0 && column <= n
-                        ? ring_take(ring_in + plane * W + column, tag + 1)
-                        : 0.f;
-    }
+      return ring_in != nullptr && column >= 0 && column <= n ? plane * W + column : -1;
+    });
     Sw::wait_for_tiles(next);
     __syncwarp();
 

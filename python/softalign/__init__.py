@@ -49,9 +49,10 @@ def _as_tensor(penalty: Optional[Penalty], scores: torch.Tensor) -> Optional[tor
     if penalty is None or isinstance(penalty, torch.Tensor):
         return penalty
     dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
-    # A fill on the device, not torch.tensor's copy from the host: no synchronisation, and
-    # allowed while a CUDA graph is being captured.
-    return torch.full((), float(penalty), dtype=dtype, device=scores.device)
+    # A 0-d CPU tensor, which the op puts on the scores' device without a copy from the host (a
+    # tensor it keeps for the number, or a fill): no synchronisation, and allowed while a CUDA
+    # graph is being captured.
+    return torch.tensor(float(penalty), dtype=dtype)
 
 
 def _args(scores, gap_open, gap_extend):
