@@ -118,24 +118,6 @@ __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, i
     at[i] = q < kCount ? where(q) : -1;
     if (q < kCount && at[i] < 0) dst[q] = 0.f;
   }
-#ifndef SOFTALIGN_RING_BATCH
-#define SOFTALIGN_RING_BATCH 1
-#endif
-  if (!SOFTALIGN_RING_BATCH) {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      while (at[i] >= 0) {
-        const RingEntry word = ring_load(ring + at[i]);
-        if (unsigned(word >> 32) == tag) {
-          dst[l + i * G] = __uint_as_float(unsigned(word));
-          at[i] = -1;
-        } else {
-          __nanosleep(20);
-        }
-      }
-    }
-    return;
-  }
   while (true) {
     RingEntry word[kPerLane];
 #pragma unroll
@@ -808,10 +790,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       for (int r = 0; r < R; ++r)
         dst[st][r] = in ? values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] : 0.f;
   };
-#ifndef SOFTALIGN_VALUES_PREFETCH
-#define SOFTALIGN_VALUES_PREFETCH 0
-#endif
-  // The slab of `step` into L2, a 128-byte line per lane of the first few, ahead of load_rows.
+  // The slab of `step` into L2, a 128-byte line per lane of the first few, kPrefetchSteps ahead
+  // of load_rows: the long pairs' shape (one row per lane, a few warps per SM) stalls on those
+  // loads; H200 A/B: (1, 4096^2) forward + backward 10.5 -> 9.6 ms, (32, 1024^2) 2.95 -> 2.78 ms.
+  // The short pairs' shapes lost 7% with it ((65536, 32^2) 1.44 -> 1.55 ms): more warps hide it.
+  constexpr int kPrefetchSteps = R == 1 ? 8 : 0;
   const auto prefetch_rows = [&](int step) {
     constexpr int kLines = (Sh::kSlab + 31) / 32;
     if (l < kLines && m > 0 && step >= 0 && step < geo.steps) {
@@ -902,7 +885,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       float next[kStates][R], above_new[kStates];  // slab step - 2 - kDepth, row above there
       load_rows(step - 2 - kDepth, next);
       load_above(j - 1 - kDepth, above_new);
-      if (SOFTALIGN_VALUES_PREFETCH > 0) prefetch_rows(step - 2 - kDepth - SOFTALIGN_VALUES_PREFETCH);
+      if (kPrefetchSteps > 0) prefetch_rows(step - 2 - kDepth - kPrefetchSteps);
       if (l == G - 1) {  // the first row of the stripe below, staged from the ring
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
