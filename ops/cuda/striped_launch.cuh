@@ -66,10 +66,12 @@ struct Launch {
   std::vector<stripes::Workspace> workspaces(bool save) {
     stripes::Workspace ws{};
     const int64_t S = geo.stripes, W = geo.width;
-    // The ring's entries are 64-bit (an even count of floats per item keeps them aligned), and
-    // zeroed when stripes read them: no stale tag may match.
-    ws.scratch_per_item =
-        2 * ceil_div(int64_t(kStates) * std::max<int64_t>(stripes::kRingFloats * W, M + 3), 2);
+    // Per item: the general sweep's tables (items of m = 0 or n = 0: 3 (N + 1) or M + 3 per
+    // state), or the ring: two slots with several stripes, else the one the adjoint's row 0
+    // sweep reads back. Its entries are 64-bit (an even count of floats per item keeps them
+    // aligned) and, with several stripes, zeroed (no stale tag may match).
+    const int64_t ring = (S > 1 ? 2 : 1) * stripes::kRingFloats * W;
+    ws.scratch_per_item = 2 * ceil_div(int64_t(kStates) * std::max({3 * W, M + 3, ring}), 2);
     ws.scratch = floats(B * ws.scratch_per_item, /*zeroed=*/S > 1);
     if (S > 1) ws.stripe_ends = floats(B * S * 4);
     if (save) {

@@ -87,7 +87,7 @@ struct Workspace {
 // two (the counter, then the entries) and a fence in the writer. The host zeroes the ring; tags
 // start at 1, and the adjoint's follow the forward's (the two launches share the ring).
 using RingEntry = unsigned long long;
-constexpr int kRingFloats = 2 * 2 * 2;  // floats per plane and column: 2 slots, 2 planes, 64 bits
+constexpr int kRingFloats = 2 * 2;  // floats of one slot per state and column: 2 planes, 64 bits
 
 template <int kStates>
 __device__ __forceinline__ RingEntry* ring_slot(const Workspace& ws, const Geometry& geo,
