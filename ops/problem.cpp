@@ -51,7 +51,7 @@ at::Tensor cuda_number(double value, const at::TensorOptions& options) {
   };
   constexpr size_t kNumbers = 16;
   static std::mutex mutex;
-  static std::vector<Kept> kept;
+  static auto& kept = *new std::vector<Kept>();  // never destroyed: not after the CUDA driver
   const at::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
   const c10::DeviceIndex device = options.device().index();
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device);
