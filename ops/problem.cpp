@@ -34,8 +34,8 @@ bool stream_is_capturing(const at::Device& device) {
 }
 
 #ifdef SOFTALIGN_WITH_CUDA
-// A number on a CUDA device. Filling a tensor with it is a kernel launch, a fifth of the host
-// time of a small call, so the first kNumbers distinct numbers are kept for the process: filled
+// A number on a CUDA device. Filling a tensor with it is a kernel launch per call, which a small
+// call's host time feels, so the first kNumbers distinct numbers are kept for the process: filled
 // once, on the stream of their first use, which later uses on other streams wait for (an event:
 // no synchronisation with the host). Never written (kernels only read penalties), never freed.
 // During CUDA graph capture a number is filled in the graph, as any other work.
