@@ -82,15 +82,11 @@ struct Launch {
       partials = keep.back();
     }
     std::vector<stripes::Workspace> out(save ? 2 : 1, ws);
-    if (S > 1) {  // progress counters and a ticket per launch, zeroed
-      const int64_t per_launch = B * S + 1;
-      keep.push_back(at::zeros({per_launch * int64_t(out.size())},
-                               p.scores.options().dtype(at::kInt)));
+    if (S > 1) {  // zeroed: a ticket per launch; the forward's progress counters (stripe ends)
+      keep.push_back(at::zeros({int64_t(out.size()) + B * S}, p.scores.options().dtype(at::kInt)));
       int* ints = keep.back().data_ptr<int>();
-      for (size_t k = 0; k < out.size(); ++k) {
-        out[k].progress = ints + k * per_launch;
-        out[k].ticket = ints + k * per_launch + B * S;
-      }
+      for (size_t k = 0; k < out.size(); ++k) out[k].ticket = ints + k;
+      out[0].progress = ints + out.size();
     }
     return out;
   }

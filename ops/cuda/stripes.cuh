@@ -71,7 +71,7 @@ struct Geometry {
 struct Workspace {
   float* scratch;        // [b][scratch_per_item]: the ring (zeroed), or the general sweep's tables
   int64_t scratch_per_item;
-  int* progress;         // [b][s]: a stripe's local end is stored (forward); null with one stripe
+  int* progress;         // [b][s]: a stripe's local end is stored; forward only, with stripes
   int* ticket;           // the next unit; null with one stripe (unit = warp index)
   float* values;         // [b][s][step][slab]: saved DP values; null in a forward without grad
   float* above;          // [b][s][state][N + 1]: the row above stripe s, as lane 0 read it
