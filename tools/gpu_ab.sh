@@ -4,6 +4,7 @@
 # then runs the CUDA-vs-CPU smoke test and the quick GPU benchmark against each; logs and a
 # summary in $OUT (bench_<tree>.log, smoke_<tree>.log).
 #   VARIANTS="-DSOFTALIGN_SMAX_VARIANT=1" bash tools/gpu_ab.sh
+#   EXTRA=tools/stripe_cost.py VARIANTS=... bash tools/gpu_ab.sh   one more script per tree
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -30,4 +31,8 @@ for t in "${trees[@]}"; do
   SOFTALIGN_LIBRARY=$lib timeout 200 python3 examples/benchmark.py --device cuda --quick \
     > "$OUT/bench_$t.log" 2>&1
   grep softalign "$OUT/bench_$t.log" | sed "s/^/$t /" | tee -a "$OUT/ab_summary.log"
+  if [ -n "${EXTRA:-}" ]; then  # one more script per tree, e.g. EXTRA=tools/stripe_cost.py
+    SOFTALIGN_LIBRARY=$lib timeout 200 python3 $EXTRA > "$OUT/extra_$t.log" 2>&1
+    sed "s/^/$t /" "$OUT/extra_$t.log" >> "$OUT/ab_summary.log"
+  fi
 done

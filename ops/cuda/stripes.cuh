@@ -28,7 +28,6 @@ namespace stripes {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 4;
-constexpr int kW = 16;  // steps per staged chunk
 
 // How the score reads the DP (SPEC "Score"). A template argument of the kernels, so that a cell
 // only does the end tracking its mode needs.
@@ -44,6 +43,9 @@ struct Shape {
   static constexpr int kStates = kAffine ? 3 : 1;
   static constexpr int kGroups = 32 / G;  // items per warp
   static constexpr int kRows = G * R;     // rows of a stripe
+  // Steps per staged chunk (and per hand-over between stripes). H200 A/B of the long pairs'
+  // shape (session 5): 8 and 32 steps were 5-30% slower than 16.
+  static constexpr int kW = 16;
   // One group's scores for one chunk: lane l's row r at step w sits at (r * kW + w) * (G + 1) + l
   // (adjacent lanes, adjacent banks; the + 1 spreads the coalesced writes over the banks);
   // + G puts the groups of a warp on different banks.
@@ -106,7 +108,10 @@ __device__ __forceinline__ RingEntry ring_load(const RingEntry* entry) {
 }
 // Stages kCount entries of the ring into shared memory, lane l of a group of G taking l, l + G,
 // ...: dst[q] = the value at ring + where(q), or 0 where where(q) < 0 (no entry), once it carries
-// `tag`. Every load is in flight at once; those not yet tagged are loaded again.
+// `tag`. Every load is in flight at once; those not yet tagged are loaded again. The whole warp
+// calls it and leaves it together: a lane that left the polling loop on its own kept the warp
+// diverged through the sweep after it (H200, ncu: the long pairs' saving forward ran its steps
+// twice, once per half warp, with emulated shuffles; 15 active threads per instruction).
 template <int kCount, int G, class Where>
 __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, int l, float* dst,
                                           Where where) {
@@ -133,7 +138,7 @@ __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, i
         waiting = true;
       }
     }
-    if (!waiting) break;
+    if (!__any_sync(kFullMask, waiting)) break;
     __nanosleep(20);
   }
 }
@@ -436,6 +441,7 @@ struct CellAdjoint {
 template <bool kAffine, int G, int R>
 struct Sweep {
   using Sh = Shape<kAffine, G, R>;
+  static constexpr int kW = Sh::kW;
 
   __device__ static int tile_at(int r, int w, int reader) {
     return (r * kW + w) * (G + 1) + reader;
@@ -497,6 +503,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
   using Sw = Sweep<kAffine, G, R>;
   using Sh = typename Sw::Sh;
+  constexpr int kW = Sh::kW;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
 
@@ -713,6 +720,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                     Workspace ws, const float* grad) {
   using Sw = Sweep<kAffine, G, R>;
   using Sh = typename Sw::Sh;
+  constexpr int kW = Sh::kW;
   using Adj = CellAdjoint<kAffine>;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
