@@ -195,10 +195,12 @@ struct End {
       } else {
         soft_sum += dp::device::ex2((v - best) * scale);
       }
-    } else if (v > best || (v != v && best == best) || (v == best && before(vi, vj, i, j))) {
-      best = v;
-      i = vi;
-      j = vj;
+    } else {  // selects, not a branch: the forward that saves calls it for every cell (H200
+              // A/B: its kernel 3-7% faster than with a branch, linear and affine)
+      const bool take = v > best || (v != v && best == best) || (v == best && before(vi, vj, i, j));
+      best = take ? v : best;
+      i = take ? vi : i;
+      j = take ? vj : j;
     }
   }
   // Two online log-sum-exps rescaled to the larger maximum, or the row-major first maximum.
@@ -648,9 +650,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
           for (int st = 0; st < kStates; ++st) values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] = cur[st];
         }
-        if constexpr (kEnds == Ends::kMax && !kSave) {  // the common case, without a branch
-          end.best = dp::device::max_nan(end.best, column_inside && i <= m ? cur[0] : -INFINITY);
-        } else if (column_inside && i <= m) {
+        // Max ends take every cell, -inf outside the item (it never beats the empty alignment's
+        // 0): no branch per cell.
+        const bool inside = column_inside && i <= m;
+        if constexpr (kEnds == Ends::kMax && !kSave) {  // the common case: only the max
+          end.best = dp::device::max_nan(end.best, inside ? cur[0] : -INFINITY);
+        } else if constexpr (kEnds == Ends::kMax) {  // and where it is, for the adjoint's seed
+          end.add<true>(inside ? cur[0] : -INFINITY, i, j, c, soft);
+        } else if (inside) {
           if constexpr (is_local(kEnds)) {
             end.add<kSave>(cur[0], i, j, c, soft);  // A (affine) or H (linear)
           } else if (i == m && j == n) {
