@@ -4,6 +4,10 @@
 # why the warps stalled (cycles per issued instruction, by reason).
 #   bash tools/gpu_profile.sh                 the default cases
 #   bash tools/gpu_profile.sh "65536 32 32"   the cases given (profile_case.py's arguments)
+#   bash tools/gpu_profile.sh --source NAME KERNEL_REGEX "32 1024 1024 --backward"
+#       one launch of one kernel with source counters: where its warps stall and how often each
+#       SASS instruction ran (a diverged warp runs its code twice), in $OUT/src_NAME.log and the
+#       per-instruction table $OUT/src_NAME.csv.gz
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -13,6 +17,18 @@ export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 export SOFTALIGN_LIBRARY=$ROOT/build-cuda/libsoftalign.so
 if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
   TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
+fi
+if [ "${1:-}" = "--source" ]; then
+  name=$2 kernel=$3 case=$4
+  rep=/tmp/src_$name
+  timeout 300 ncu --clock-control none --kernel-name regex:"$kernel" --launch-skip 2 --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    -f -o "$rep" python3 tools/profile_case.py $case --reps 3 > "$OUT/src_$name.log" 2>&1
+  echo "=== $name: rc=$?"
+  ncu -i "$rep.ncu-rep" --print-units base >> "$OUT/src_$name.log" 2>&1
+  ncu -i "$rep.ncu-rep" --page source --csv --print-source sass 2> /dev/null | gzip > "$OUT/src_$name.csv.gz"
+  exit 0
 fi
 cases=("$@")
 [ ${#cases[@]} -eq 0 ] && cases=("65536 32 32" "65536 32 32 --backward" "32 1024 1024" "32 1024 1024 --backward" "1 4096 4096")
