@@ -28,6 +28,9 @@ namespace stripes {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 4;
+// Steps per staged chunk (and per hand-over between stripes). H200 A/B of the long pairs' shape
+// (session 5): 8 and 32 steps were 5-30% slower than 16.
+constexpr int kW = 16;
 
 // How the score reads the DP (SPEC "Score"). A template argument of the kernels, so that a cell
 // only does the end tracking its mode needs.
@@ -43,9 +46,6 @@ struct Shape {
   static constexpr int kStates = kAffine ? 3 : 1;
   static constexpr int kGroups = 32 / G;  // items per warp
   static constexpr int kRows = G * R;     // rows of a stripe
-  // Steps per staged chunk (and per hand-over between stripes). H200 A/B of the long pairs'
-  // shape (session 5): 8 and 32 steps were 5-30% slower than 16.
-  static constexpr int kW = 16;
   // One group's scores for one chunk: lane l's row r at step w sits at (r * kW + w) * (G + 1) + l
   // (adjacent lanes, adjacent banks; the + 1 spreads the coalesced writes over the banks);
   // + G puts the groups of a warp on different banks.
@@ -443,7 +443,6 @@ struct CellAdjoint {
 template <bool kAffine, int G, int R>
 struct Sweep {
   using Sh = Shape<kAffine, G, R>;
-  static constexpr int kW = Sh::kW;
 
   __device__ static int tile_at(int r, int w, int reader) {
     return (r * kW + w) * (G + 1) + reader;
@@ -505,7 +504,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
   using Sw = Sweep<kAffine, G, R>;
   using Sh = typename Sw::Sh;
-  constexpr int kW = Sh::kW;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
 
@@ -727,7 +725,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                     Workspace ws, const float* grad) {
   using Sw = Sweep<kAffine, G, R>;
   using Sh = typename Sw::Sh;
-  constexpr int kW = Sh::kW;
   using Adj = CellAdjoint<kAffine>;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
