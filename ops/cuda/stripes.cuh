@@ -466,22 +466,59 @@ struct Sweep {
   template <bool kLoad>
   __device__ static void move_tile(float* my_tile, const float* scores, float* grads, int m, int n,
                                    int l, int i0, int k, int64_t N) {
-#pragma unroll 16
-    for (int q = 0; q < R * kW; ++q) {
-      // Element l + G q of the group's kRows x kW chunk: its row in the stripe and its step.
-      const int row = G <= kW ? (G * q) / kW : (G * q) / kW + l / kW;
-      const int w = G <= kW ? (G * q) % kW + l : l % kW;
-      const int reader = row / R, r = row % R;  // the lane that reads it, and its row
-      const int i = i0 + row + 1, j = k * kW + w - reader;
-      const bool inside = i <= m && j >= 1 && j <= n;
-      float* slot = &my_tile[tile_at(r, w, reader)];
-      const int64_t at = inside ? int64_t(i - 1) * N + (j - 1) : 0;
+    // One element: global memory at `offset` from the item's first score (only read or written
+    // when inside) and its slot in the tile.
+    const auto move = [&](float* slot, int64_t offset, bool inside) {
       if constexpr (kLoad) {
         const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                     "l"(scores + at), "r"(inside ? 4 : 0));
+                     "l"(scores + offset), "r"(inside ? 4 : 0));
       } else if (inside) {
-        grads[at] = *slot;
+        grads[offset] = *slot;
+      }
+    };
+    if constexpr (G == 32 && R == 1) {
+      // The long pairs' shape: each element's offset on its own. With the row pointers below,
+      // H200 A/B (session 6): its linear adjoint lost 5% and its affine forward 3-8%
+      // (register allocation), where the short pairs' forwards gained 7-10%.
+#pragma unroll 16
+      for (int q = 0; q < R * kW; ++q) {
+        // Element l + G q of the group's kRows x kW chunk: its row in the stripe and its step.
+        const int row = (G * q) / kW + l / kW, w = l % kW;
+        const int i = i0 + row + 1, j = k * kW + w - row;  // row is its reader, one row each
+        const bool inside = i <= m && j >= 1 && j <= n;
+        move(&my_tile[tile_at(0, w, row)], inside ? int64_t(i - 1) * N + (j - 1) : 0, inside);
+      }
+    } else {
+      // A lane's elements go row by row: element (a, b) is in row a kRowStep + lr of the
+      // stripe, at step b G + lc of the chunk, so that its offset is a row's (one add per row)
+      // plus a constant, and whether it is inside one compare per element.
+      constexpr int kPerRow = G <= kW ? kW / G : 1;   // a lane's elements in one row
+      constexpr int kRowStep = G <= kW ? 1 : G / kW;  // rows from one of them to the next
+      constexpr int kLaneRows = R * kW / kPerRow;
+      // The reader of row a kRowStep + lr (the lane that sweeps it, row / R) and its row there
+      // (row % R) are constants per a, plus lr's share of the row: none in the reader and lr in
+      // the row, as kRowStep = 2 and R is even (G = 32 with one row per lane is the branch above).
+      static_assert(G <= kW || (kRowStep == 2 && R % 2 == 0), "rows of a lane's reader");
+      const int lr = G <= kW ? 0 : l / kW, lc = G <= kW ? l : l % kW;
+      const int j_lane = k * kW + lc;  // the column, less (b G - reader)
+      const int rows_left = m - i0 - lr;  // the item's rows from the lane's first on
+      int64_t row_offset = int64_t(i0 + lr) * N + (j_lane - 1);  // element (0, 0)'s
+#pragma unroll 4  // rows, not all: a full unroll keeps every row's offset live (the adjoints
+                  // took up to 255 registers)
+      for (int a = 0; a < kLaneRows; ++a) {
+        const int row = a * kRowStep;  // + lr
+        const int reader = R == 1 ? row : row / R;
+        const int r = (R == 1 ? 0 : row % R) + lr;
+        const bool row_inside = row < rows_left;
+#pragma unroll
+        for (int b = 0; b < kPerRow; ++b) {
+          const int w = b * G + lc;
+          const int dj = b * G - reader;  // j - j_lane: step w = b G + lc, column w - reader
+          const bool inside = row_inside && unsigned(j_lane + dj - 1) < unsigned(n);
+          move(&my_tile[tile_at(r, w, reader)], row_offset + dj, inside);
+        }
+        row_offset += kRowStep * N;
       }
     }
     if constexpr (kLoad) asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -823,7 +860,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // Saved values at the columns j, j - 1 of the lane's rows (slabs step, step - 1), and the
   // slabs step - 2 .. step - 1 - kDepth in flight (loaded kDepth iterations before they are
   // needed); the row above at j, j - 1 (lane 0: the saved row above, in flight the same way).
-  constexpr int kDepth = R >= 4 ? 1 : 4 / R;
+  // Two slabs ahead for the short pairs' linear shape (R = 4, G = 8): H200 A/B (session 6),
+  // (65536, 32^2) forward + backward 1.45 -> 1.34 ms (its adjoint at 124 registers, against 96
+  // with one). The tall shape (R = 4, G = 32) keeps one: not measured.
+  constexpr int kDepth = R >= 4 ? (G < 32 ? 2 : 1) : 4 / R;
   float cur[kStates][R], left[kStates][R], pipe[kDepth][kStates][R];
   float up_cur[kStates], up_left[kStates], above_pipe[kDepth][kStates];
   float from_right[kStates][R];  // pushes left from (i, j + 1)
