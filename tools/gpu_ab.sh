@@ -1,38 +1,60 @@
 #!/usr/bin/env bash
-# On the GPU machine: A/B of compile-time variants. Builds build-cuda (as is) and one tree per
-# variant (VARIANTS: CUDA flags per tree, trees separated by ';', e.g. "-DX=1;-DX=2 -DY") in parallel,
-# then runs the CUDA-vs-CPU smoke test and the quick GPU benchmark against each; logs and a
-# summary in $OUT (bench_<tree>.log, smoke_<tree>.log).
+# On the GPU machine: A/B of library variants, interleaved so that drift hits each alike. The
+# variants are either built here, build-cuda (as is) and one tree per VARIANTS entry (CUDA
+# flags, trees separated by ';'), or libraries built elsewhere for sm_90a and carried (LIBS:
+# their paths; tools/build_variant.sh makes them on the CI machine, which spares the device a
+# build of about a minute each). Per variant: the CUDA-vs-CPU smoke test, then the quick GPU
+# benchmark ROUNDS times (default 2); logs and a summary in $OUT (smoke_<name>.log,
+# bench_<name>.log, ab_summary.log).
 #   VARIANTS="-DSOFTALIGN_SMAX_VARIANT=1" bash tools/gpu_ab.sh
-#   EXTRA=tools/stripe_cost.py VARIANTS=... bash tools/gpu_ab.sh   one more script per tree
+#   LIBS="build-libs/main.so build-libs/new.so" bash tools/gpu_ab.sh   (carry build-libs)
+#   EXTRA=tools/stripe_cost.py ... bash tools/gpu_ab.sh   one more script per variant
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu_logs}
 mkdir -p "$OUT"
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
-trees=(build-cuda)
-TESTS=OFF bash tools/gpu_build.sh > "$OUT/build_build-cuda.log" 2>&1 &
-k=0
-IFS=';' read -ra variants <<< "${VARIANTS:-}"
-for flags in "${variants[@]}"; do
-  k=$((k + 1))
-  trees+=("build-v$k")
-  echo "build-v$k: $flags" | tee -a "$OUT/ab_summary.log"
-  BUILD_DIR=build-v$k TESTS=OFF bash tools/gpu_build.sh all "-DCMAKE_CUDA_FLAGS=-Xptxas -v $flags" \
-    > "$OUT/build_build-v$k.log" 2>&1 &
+names=() libs=()
+if [ -n "${LIBS:-}" ]; then
+  for lib in $LIBS; do
+    names+=("$(basename "$lib" .so)")
+    libs+=("$ROOT/$lib")
+  done
+else
+  names+=(build-cuda)
+  libs+=("$ROOT/build-cuda/libsoftalign.so")
+  TESTS=OFF bash tools/gpu_build.sh > "$OUT/build_build-cuda.log" 2>&1 &
+  k=0
+  IFS=';' read -ra variants <<< "${VARIANTS:-}"
+  for flags in "${variants[@]}"; do
+    k=$((k + 1))
+    names+=("build-v$k")
+    libs+=("$ROOT/build-v$k/libsoftalign.so")
+    echo "build-v$k: $flags" | tee -a "$OUT/ab_summary.log"
+    BUILD_DIR=build-v$k TESTS=OFF bash tools/gpu_build.sh all "-DCMAKE_CUDA_FLAGS=-Xptxas -v $flags" \
+      > "$OUT/build_build-v$k.log" 2>&1 &
+  done
+  wait
+fi
+for i in "${!libs[@]}"; do
+  [ -f "${libs[$i]}" ] || { echo "${names[$i]}: no library" | tee -a "$OUT/ab_summary.log"; continue; }
+  SOFTALIGN_LIBRARY=${libs[$i]} timeout 200 python3 tools/cuda_smoke.py > "$OUT/smoke_${names[$i]}.log" 2>&1
+  echo "${names[$i]} smoke rc=$? $(tail -1 "$OUT/smoke_${names[$i]}.log")" | tee -a "$OUT/ab_summary.log"
 done
-wait
-for t in "${trees[@]}"; do
-  lib=$ROOT/$t/libsoftalign.so
-  [ -f "$lib" ] || { echo "$t: no library" | tee -a "$OUT/ab_summary.log"; continue; }
-  SOFTALIGN_LIBRARY=$lib timeout 200 python3 tools/cuda_smoke.py > "$OUT/smoke_$t.log" 2>&1
-  echo "$t smoke rc=$? $(tail -1 "$OUT/smoke_$t.log")" | tee -a "$OUT/ab_summary.log"
-  SOFTALIGN_LIBRARY=$lib timeout 200 python3 examples/benchmark.py --device cuda --quick \
-    > "$OUT/bench_$t.log" 2>&1
-  grep softalign "$OUT/bench_$t.log" | sed "s/^/$t /" | tee -a "$OUT/ab_summary.log"
-  if [ -n "${EXTRA:-}" ]; then  # one more script per tree, e.g. EXTRA=tools/stripe_cost.py
-    SOFTALIGN_LIBRARY=$lib timeout 200 python3 $EXTRA > "$OUT/extra_$t.log" 2>&1
-    sed "s/^/$t /" "$OUT/extra_$t.log" >> "$OUT/ab_summary.log"
-  fi
+for round in $(seq "${ROUNDS:-2}"); do
+  for i in "${!libs[@]}"; do
+    [ -f "${libs[$i]}" ] || continue
+    SOFTALIGN_LIBRARY=${libs[$i]} timeout 200 python3 examples/benchmark.py --device cuda --quick \
+      >> "$OUT/bench_${names[$i]}.log" 2>&1
+    grep softalign "$OUT/bench_${names[$i]}.log" | tail -16 | sed "s/^/${names[$i]} r$round /" \
+      | tee -a "$OUT/ab_summary.log"
+  done
 done
+if [ -n "${EXTRA:-}" ]; then  # one more script per variant, e.g. EXTRA=tools/stripe_cost.py
+  for i in "${!libs[@]}"; do
+    [ -f "${libs[$i]}" ] || continue
+    SOFTALIGN_LIBRARY=${libs[$i]} timeout 200 python3 $EXTRA > "$OUT/extra_${names[$i]}.log" 2>&1
+    sed "s/^/${names[$i]} /" "$OUT/extra_${names[$i]}.log" >> "$OUT/ab_summary.log"
+  done
+fi

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the CI machine: the CUDA library (sm_90a) of a git revision, optionally with extra CUDA
+# flags, as build-libs/NAME.so for tools/gpu_ab.sh's LIBS (carry build-libs; the device tool
+# carries 64 MiB, about four libraries). Builds in a worktree of its own under /tmp, kept
+# between calls so that a rebuild only compiles what changed.
+#   bash tools/build_variant.sh main main
+#   bash tools/build_variant.sh depth3 HEAD -DSOFTALIGN_SOME_MACRO=3
+#   bash tools/build_variant.sh wip                 (the working tree as it is, uncommitted)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+name=$1
+rev=${2:-}
+shift $(( $# < 2 ? $# : 2 ))
+mkdir -p "$ROOT/build-libs"
+if [ -z "$rev" ]; then
+  src=$ROOT  # the working tree
+  build=build-variant-$name
+else
+  src=/tmp/softalign-variant-$name
+  [ -d "$src" ] || git worktree add -q --detach "$src" "$rev"
+  git -C "$src" checkout -q --detach "$rev"
+  build=build-cuda
+fi
+(cd "$src" && BUILD_DIR=$build TESTS=OFF JOBS=${JOBS:-2} bash tools/gpu_build.sh all \
+  "-DCMAKE_CUDA_FLAGS=-Xptxas -v $*" > "$ROOT/build-libs/$name.build.log" 2>&1) || {
+  tail -20 "$ROOT/build-libs/$name.build.log"; exit 1; }
+cp "$src/$build/libsoftalign.so" "$ROOT/build-libs/$name.so"
+echo "build-libs/$name.so from ${rev:-the working tree} $*"
