@@ -1,25 +1,51 @@
 #!/usr/bin/env python3
 """Opcode histogram of the kernels whose (mangled) name contains each pattern, from
 `cuobjdump -sass` on stdin: where a kernel's instructions go (MUFU, FP32, address math, ...).
+With --loops, the same for each loop of a kernel that issues exp2 (a backward branch over at
+least --min-ex2 MUFU.EX2): the unrolled step loops, whose length per cell is what the sweep
+issues (e.g. 772 instructions for 4 steps x 4 rows of the short linear forward: 48 a cell).
 
     cuobjdump -sass build-cuda/libsoftalign.so | python3 tools/sass_histogram.py PATTERN...
+    cuobjdump -sass build-cuda/libsoftalign.so | python3 tools/sass_histogram.py --loops PATTERN...
 """
+import argparse
 import collections
 import re
 import sys
 
-patterns = sys.argv[1:]
-kernels = collections.defaultdict(collections.Counter)
+parser = argparse.ArgumentParser()
+parser.add_argument("patterns", nargs="+")
+parser.add_argument("--loops", action="store_true", help="each exp2-issuing loop on its own")
+parser.add_argument("--min-ex2", type=int, default=8)
+args = parser.parse_args()
+
+kernels = collections.defaultdict(list)  # name -> [(address, opcode, text)]
 name = None
 for line in sys.stdin:
     m = re.search(r"Function : (\S+)", line)
     if m:
         name = m.group(1)
         continue
-    m = re.search(r"/\*[0-9a-f]{4}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)
-    if m and name and any(p in name for p in patterns):
-        kernels[name][m.group(2).split(".")[0]] += 1
-for name, counts in kernels.items():
-    total = sum(counts.values())
-    top = ", ".join(f"{op} {n}" for op, n in counts.most_common(22))
-    print(f"{name[:110]}\n  {total} instructions: {top}")
+    m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)", line)
+    if m and name and any(p in name for p in args.patterns):
+        kernels[name].append((int(m.group(1), 16), m.group(3), m.group(4)))
+
+
+def histogram(instructions):
+    counts = collections.Counter(op.split(".")[0] for _, op, _ in instructions)
+    return ", ".join(f"{op} {n}" for op, n in counts.most_common(22))
+
+
+for name, instructions in kernels.items():
+    print(f"{name[:110]}\n  {len(instructions)} instructions: {histogram(instructions)}")
+    if not args.loops:
+        continue
+    for address, op, operands in instructions:
+        target = re.search(r"0x([0-9a-f]+)", operands) if op.startswith("BRA") else None
+        if target is None or int(target.group(1), 16) >= address:
+            continue  # not a backward branch
+        body = [i for i in instructions if int(target.group(1), 16) <= i[0] <= address]
+        ex2 = sum(op == "MUFU.EX2" for _, op, _ in body)
+        if ex2 >= args.min_ex2:
+            print(f"    loop {target.group(1)}..{address:x}: {len(body)} instructions, {ex2} EX2: "
+                  f"{histogram(body)}")
