@@ -133,3 +133,28 @@ def test_non_contiguous_scores(device):
     p.scores = p.scores.transpose(1, 2).contiguous().transpose(1, 2)
     assert not p.scores.is_contiguous()
     assert_matches_reference(p, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", MODELS)
+# (B, M, N) for the GPU's schedules: a warp per item (a row per lane), many items (several rows
+# per lane), and several stripes of one item.
+@pytest.mark.parametrize("shape", [(2, 32, 32), (1100, 32, 32), (2, 70, 40)])
+def test_max_end_ties_go_to_the_first_cell_in_row_major_order(shape, model, device):
+    """SPEC "Score": the max end's gradient goes to the first maximal cell in row-major order,
+    whichever order a backend visits the cells in (rows of one lane, lanes, stripes)."""
+    B, M, N = shape
+    scores = torch.full(shape, -1.0)
+    # Equal maxima at (5, 20), (5, 25), (7, 10) and, with several stripes, (40, 10) (1-based DP
+    # cells, S[i - 1][j - 1]); the first in row-major order is (5, 20).
+    tied = [(5, 20), (5, 25), (7, 10)] + ([(40, 10)] if M > 40 else [])
+    for i, j in tied:
+        scores[:, i - 1, j - 1] = 5.0
+    scores = scores.to(device).requires_grad_()
+    gaps = dict(gap_open=-100.0, gap_extend=-100.0) if model == "affine" else dict(gap_open=-100.0)
+    score = softalign.smith_waterman(scores, temperature=0.0, **gaps)
+    assert torch.equal(score.detach().cpu(), torch.full((B,), 5.0))
+    score.sum().backward()
+    expected = torch.zeros(shape)
+    expected[:, 4, 19] = 1.0
+    assert torch.equal(scores.grad.cpu(), expected)
