@@ -5,7 +5,7 @@
 # their paths; tools/build_variant.sh makes them on the CI machine, which spares the device a
 # build of about a minute each). Per variant: the CUDA-vs-CPU smoke test, then the quick GPU
 # benchmark ROUNDS times (default 2); logs and a summary in $OUT (smoke_<name>.log,
-# bench_<name>.log, ab_summary.log).
+# bench_<name>_r<round>.log, ab_summary.log).
 #   VARIANTS="-DSOFTALIGN_SMAX_VARIANT=1" bash tools/gpu_ab.sh
 #   LIBS="build-libs/main.so build-libs/new.so" bash tools/gpu_ab.sh   (carry build-libs)
 #   EXTRA=tools/stripe_cost.py ... bash tools/gpu_ab.sh   one more script per variant
@@ -45,10 +45,10 @@ done
 for round in $(seq "${ROUNDS:-2}"); do
   for i in "${!libs[@]}"; do
     [ -f "${libs[$i]}" ] || continue
+    log=$OUT/bench_${names[$i]}_r$round.log
     SOFTALIGN_LIBRARY=${libs[$i]} timeout 200 python3 examples/benchmark.py --device cuda --quick \
-      >> "$OUT/bench_${names[$i]}.log" 2>&1
-    grep softalign "$OUT/bench_${names[$i]}.log" | tail -16 | sed "s/^/${names[$i]} r$round /" \
-      | tee -a "$OUT/ab_summary.log"
+      > "$log" 2>&1
+    grep softalign "$log" | sed "s/^/${names[$i]} r$round /" | tee -a "$OUT/ab_summary.log"
   done
 done
 if [ -n "${EXTRA:-}" ]; then  # one more script per variant, e.g. EXTRA=tools/stripe_cost.py
