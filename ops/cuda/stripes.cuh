@@ -196,8 +196,10 @@ struct End {
         soft_sum += dp::device::ex2((v - best) * scale);
       }
     } else {  // selects, not a branch: the forward that saves calls it for every cell (H200
-              // A/B: its kernel 3-7% faster than with a branch, linear and affine)
-      const bool take = v > best || (v != v && best == best) || (v == best && before(vi, vj, i, j));
+              // A/B: its kernel 3-7% faster than with a branch, linear and affine). A lane's
+              // cells come in column order, rows in order within a column, so a tie is first
+              // in row-major order only if its row is smaller (before(), for a later cell).
+      const bool take = v > best || (v != v && best == best) || (v == best && vi < i);
       best = take ? v : best;
       i = take ? vi : i;
       j = take ? vj : j;
