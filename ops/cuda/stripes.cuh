@@ -7,7 +7,8 @@
 // cells of one step lie on an anti-diagonal, lane l one column behind lane l - 1 (forward) and
 // one column ahead of it (adjoint, which runs the steps backwards). Values crossing rows within a
 // stripe move by warp shuffles; scores (and, in the adjoint, their gradients) are staged through
-// shared memory in chunks of kW steps so that global memory is read and written coalesced.
+// shared memory in chunks of steps (kChunkSteps; half that in the short pairs' linear forwards)
+// so that global memory is read and written coalesced.
 //
 // Stripes. A warp takes one work unit: one stripe of its items. Units are handed out in order by
 // an atomic ticket, so a unit only ever waits for units already running: stripe s reads the
@@ -30,7 +31,15 @@ constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarpsPerBlock = 4;
 // Steps per staged chunk (and per hand-over between stripes). H200 A/B of the long pairs' shape
 // (session 5): 8 and 32 steps were 5-30% slower than 16.
-constexpr int kW = 16;
+constexpr int kChunkSteps = 16;
+// The forwards of the short pairs' linear shapes (G < 32) sweep chunks of half that, two
+// buffers (about the shared memory of one), so that a chunk's scores load while the one before
+// is swept. H200 A/B (session 7, (65536, 32^2)): forward 0.188 -> 0.177 ms, saving forward
+// 334 -> 304 us; their adjoints (855 vs 718 us) and the affine forward (0.365 vs 0.347 ms) were
+// slower so, which keep 16.
+__host__ __device__ constexpr int forward_chunk_steps(bool affine, int G) {
+  return !affine && G < 32 ? kChunkSteps / 2 : kChunkSteps;
+}
 
 // How the score reads the DP (SPEC "Score"). A template argument of the kernels, so that a cell
 // only does the end tracking its mode needs.
@@ -41,8 +50,9 @@ enum class Ends {
 };
 __host__ __device__ constexpr bool is_local(Ends ends) { return ends != Ends::kGlobal; }
 
-template <bool kAffine, int G, int R>
+template <bool kAffine, int G, int R, int W = kChunkSteps>
 struct Shape {
+  static constexpr int kW = W;  // steps per chunk
   static constexpr int kStates = kAffine ? 3 : 1;
   static constexpr int kGroups = 32 / G;  // items per warp
   static constexpr int kRows = G * R;     // rows of a stripe
@@ -51,9 +61,9 @@ struct Shape {
   // + G puts the groups of a warp on different banks.
   static constexpr int kTile = R * kW * (G + 1) + G;
   // Score tiles per group: a stripe of one row per lane (the long pairs' shape, a few warps per
-  // SM) loads the next chunk's scores while it sweeps this one; the short pairs' shapes keep
-  // one, so that more warps fit in shared memory.
-  static constexpr int kBuffers = G == 32 && R == 1 ? 2 : 1;
+  // SM) and the short chunks load the next chunk's scores while they sweep this one; the short
+  // pairs' shapes otherwise keep one, so that more warps fit in shared memory.
+  static constexpr int kBuffers = (G == 32 && R == 1) || kW < kChunkSteps ? 2 : 1;
   // The row above for lane 0 (forward: kStates values per step), or the pushes from the stripe
   // below for lane G - 1 (adjoint: up and diagonal, kStates each, one column more).
   static constexpr int kAbove = 2 * kStates * (kW + 1);
@@ -442,9 +452,10 @@ struct CellAdjoint {
   }
 };
 
-template <bool kAffine, int G, int R>
+template <bool kAffine, int G, int R, int W = kChunkSteps>
 struct Sweep {
-  using Sh = Shape<kAffine, G, R>;
+  using Sh = Shape<kAffine, G, R, W>;
+  static constexpr int kW = W;
 
   __device__ static int tile_at(int r, int w, int reader) {
     return (r * kW + w) * (G + 1) + reader;
@@ -541,8 +552,9 @@ struct Sweep {
 template <bool kAffine, int G, int R, bool kSave, Ends kEnds>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
-  using Sw = Sweep<kAffine, G, R>;
+  using Sw = Sweep<kAffine, G, R, forward_chunk_steps(kAffine, G)>;
   using Sh = typename Sw::Sh;
+  constexpr int kW = Sw::kW;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
 
@@ -764,6 +776,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
                     Workspace ws, const float* grad) {
   using Sw = Sweep<kAffine, G, R>;
   using Sh = typename Sw::Sh;
+  constexpr int kW = Sw::kW;
   using Adj = CellAdjoint<kAffine>;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
