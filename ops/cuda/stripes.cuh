@@ -35,8 +35,8 @@ constexpr int kChunkSteps = 16;
 // The forwards of the short pairs' linear shapes (G < 32) sweep chunks of half that, two
 // buffers (about the shared memory of one), so that a chunk's scores load while the one before
 // is swept. H200 A/B (session 7, (65536, 32^2)): forward 0.188 -> 0.177 ms, saving forward
-// 334 -> 304 us; their adjoints (855 vs 718 us) and the affine forward (0.365 vs 0.347 ms) were
-// slower so, which keep 16.
+// 334 -> 304 us. The adjoints keep 16 (with 8: 855 vs 718 us), and so does affine (forward 0.365
+// vs 0.347 ms; saving forward 523 vs 530 us, no gain).
 __host__ __device__ constexpr int forward_chunk_steps(bool affine, int G) {
   return !affine && G < 32 ? kChunkSteps / 2 : kChunkSteps;
 }
