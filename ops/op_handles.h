@@ -26,6 +26,8 @@ using ForwardBackwardOp = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Ten
     const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
     c10::string_view);
 
+using ScaleByItemOp = at::Tensor(const at::Tensor&, const at::Tensor&);
+
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
@@ -49,6 +51,11 @@ inline const c10::TypedOperatorHandle<BackwardOp>& backward_op() {
 inline const c10::TypedOperatorHandle<ForwardBackwardOp>& forward_backward_op() {
   static const auto op =
       find_op<ForwardBackwardOp>("softalign::_smith_waterman_forward_backward", "");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<ScaleByItemOp>& scale_by_item_op() {
+  static const auto op = find_op<ScaleByItemOp>("softalign::_scale_by_item", "");
   return op;
 }
 

@@ -223,6 +223,15 @@ at::Tensor scores_grad_to_caller(const Problem& p, const at::Tensor& grad) {
   return p.unbatched ? g.squeeze(0) : g;
 }
 
+at::Tensor scale_by_item(const at::Tensor& values, const at::Tensor& factors) {
+  TORCH_CHECK(values.dim() >= 1 && factors.dim() == 1 && factors.size(0) == values.size(0),
+              "softalign::_scale_by_item: factors must be one number per item of values, got "
+              "values of shape ", values.sizes(), " and factors of shape ", factors.sizes());
+  std::vector<int64_t> shape(values.dim(), 1);
+  shape[0] = values.size(0);
+  return values * factors.reshape(shape);
+}
+
 at::Tensor penalty_grad_to_caller(const at::Tensor& grad, const at::Tensor& penalty) {
   // grad is (B, 1|M, 1|N) per item; the caller's penalty broadcast to that from its own shape.
   at::Tensor g = grad;

@@ -60,6 +60,10 @@ at::Tensor score_to_caller(const Problem& p, const at::Tensor& score);
 at::Tensor scores_grad_to_caller(const Problem& p, const at::Tensor& grad);
 at::Tensor penalty_grad_to_caller(const at::Tensor& grad, const at::Tensor& penalty);
 
+// values (B, ...) times factors (B,), item by item: what softalign::_scale_by_item computes
+// (autograd's backward scales the kept per-item gradients by grad with it), by PyTorch's ops.
+at::Tensor scale_by_item(const at::Tensor& values, const at::Tensor& factors);
+
 template <typename T>
 ProblemView<T> view_of(const Problem& p);
 template <typename T>

@@ -33,6 +33,9 @@ TORCH_LIBRARY(softalign, m) {
       "_smith_waterman_forward_backward(Tensor scores, Tensor gap_open, Tensor? gap_extend, "
       "float temperature, Tensor? lengths_a, Tensor? lengths_b, str mode, str reduction) "
       "-> (Tensor, Tensor, Tensor, Tensor)");
+  // values (B, ...) times factors (B,), item by item: the backward's grad times the gradient the
+  // forward kept (CUDA: one vectorized pass; elsewhere PyTorch's broadcast multiply).
+  m.def("_scale_by_item(Tensor values, Tensor factors) -> Tensor");
 }
 
 #undef SOFTALIGN_ARGS
@@ -74,6 +77,11 @@ std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_numbers(
 TORCH_LIBRARY_IMPL(softalign, CompositeImplicitAutograd, m) {
   m.impl("smith_waterman", &smith_waterman_numbers);
   m.impl("smith_waterman_alignment", &smith_waterman_alignment_numbers);
+}
+
+// Every backend but CUDA's (which has a kernel of its own), Meta included.
+TORCH_LIBRARY_IMPL(softalign, CompositeExplicitAutograd, m) {
+  m.impl("_scale_by_item", &scale_by_item);
 }
 
 // ------------------------------------------------------------------ C++ front end

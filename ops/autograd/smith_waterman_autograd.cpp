@@ -70,7 +70,8 @@ class ScaleItemGradients : public torch::autograd::Function<ScaleItemGradients> 
     const at::Tensor g = grad.reshape({d_scores.size(0), 1, 1}).to(d_scores.scalar_type());
     variable_list grads;  // only defined tensors: a Function's outputs need a device
     if (wanted[0]) {
-      at::Tensor scores_grad = (d_scores * g).to(scores.scalar_type());
+      at::Tensor scores_grad =
+          scale_by_item_op().call(d_scores, g.view({d_scores.size(0)})).to(scores.scalar_type());
       grads.push_back(scores.dim() == 2 ? scores_grad.squeeze(0) : scores_grad);
     }
     if (wanted[1]) grads.push_back(penalty_grad_to_caller(d_open * g, gap_open));
@@ -202,6 +203,7 @@ TORCH_LIBRARY_IMPL(softalign, Autograd, m) {
   m.impl("smith_waterman_alignment.tensor", torch::autograd::autogradNotImplementedFallback());
   m.impl("_smith_waterman_forward_backward",
          torch::autograd::autogradNotImplementedFallback());
+  m.impl("_scale_by_item", torch::autograd::autogradNotImplementedFallback());  // in a backward
 }
 
 }  // namespace softalign
