@@ -5,7 +5,9 @@
 # carries in .gtest/ (a copy of /usr/src/googletest; the GPU machine has no package).
 #   bash tools/gpu_build.sh [configure|build|all] [CMAKE_ARG...]   (default all)
 # Environment: BUILD_DIR (build-cuda), TESTS (ON when a GoogleTest is found, else OFF),
-# TORCH_CUDA_ARCH_LIST (9.0a), JOBS (nproc).
+# TORCH_CUDA_ARCH_LIST (9.0a), JOBS (nproc), HOST_CXX (the C++ and CUDA host compiler, e.g.
+# g++-12 as on the CI machine: the H200 machine's default g++ 13.3 builds a library that
+# crashes on its first error message with a number in it, README "Known issue"; unset: CMake's).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -14,6 +16,10 @@ phase=${1:-all}
 [ $# -gt 0 ] && shift
 
 tests=()
+compilers=()
+if [ -n "${HOST_CXX:-}" ]; then
+  compilers=(-DCMAKE_CXX_COMPILER="$HOST_CXX" -DCMAKE_CUDA_HOST_COMPILER="$HOST_CXX")
+fi
 if [ -d "$ROOT/.gtest" ]; then
   tests=(-DSOFTALIGN_GTEST_SOURCE_DIR="$ROOT/.gtest")
 fi
@@ -25,7 +31,7 @@ fi
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}  # read at every (re)configure
 if [ "$phase" = configure ] || [ "$phase" = all ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja \
-    -DSOFTALIGN_WITH_CUDA=ON -DSOFTALIGN_BUILD_TESTS="$TESTS" "${tests[@]}" \
+    -DSOFTALIGN_WITH_CUDA=ON -DSOFTALIGN_BUILD_TESTS="$TESTS" "${tests[@]}" "${compilers[@]}" \
     "-DCMAKE_CUDA_FLAGS=-Xptxas -v" "$@" || exit
 fi
 if [ "$phase" = build ] || [ "$phase" = all ]; then
