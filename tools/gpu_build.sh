@@ -6,8 +6,7 @@
 #   bash tools/gpu_build.sh [configure|build|all] [CMAKE_ARG...]   (default all)
 # Environment: BUILD_DIR (build-cuda), TESTS (ON when a GoogleTest is found, else OFF),
 # TORCH_CUDA_ARCH_LIST (9.0a), JOBS (nproc), HOST_CXX (the C++ and CUDA host compiler, e.g.
-# g++-12 as on the CI machine: the H200 machine's default g++ 13.3 builds a library that
-# crashes on its first error message with a number in it, README "Known issue"; unset: CMake's).
+# g++-12 as on the CI machine, README "Known issue"; unset: CMake's choice).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

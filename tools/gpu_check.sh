@@ -66,9 +66,7 @@ step smoke python3 tools/cuda_smoke.py
 
 step pytest timeout 240 python3 -m pytest -q test_py -k cuda
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
-# library built here, with this machine's C++ toolchain. Session 7: with the H200 machine's
-# g++ 13.3 the library carries its own std::ostream::_M_insert<long>, and the first message that
-# prints a number crashes (SIGSEGV); the CI machine's g++ 12 build passes there.
+# library built here, with this machine's toolchain (README "Known issue").
 step errors timeout 120 python3 -m pytest -q test_py/test_errors.py
 
 # test_cpp through ctest: its CUDA cases (test_cuda.cpp) compare the backends from pure C++.
