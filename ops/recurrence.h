@@ -129,13 +129,34 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 // smax_t over K terms: m + t ln2 log2(1 + sum of exp2 of the K - 1 non-maximal terms), which a
 // min/max network picks without branches; -inf, +inf and NaN maxima pass through (NaN in any
 // term makes the max NaN).
+// The maximum of K terms (NaN if one is NaN) and the other K - 1, from one network: that of
+// terms_below_max, whose pairwise maxima, NaN-propagating here, also give the maximum. 6 min/max
+// for K = 4, where a separate chain for the maximum took 8. A NaN maximum makes the rest moot.
+template <int K>
+__device__ __forceinline__ float max_and_rest(const float (&x)[K], float (&rest)[K - 1]) {
+  static_assert(K >= 2 && K <= 4, "the network covers 2, 3 or 4 terms");
+  if constexpr (K == 2) {
+    rest[0] = fast_min(x[0], x[1]);
+    return max_nan(x[0], x[1]);
+  } else {
+    const float hi01 = max_nan(x[0], x[1]);
+    rest[0] = fast_min(x[0], x[1]);
+    if constexpr (K == 3) {
+      rest[1] = fast_min(hi01, x[2]);
+      return max_nan(hi01, x[2]);
+    } else {
+      const float hi23 = max_nan(x[2], x[3]);
+      rest[1] = fast_min(x[2], x[3]);
+      rest[2] = fast_min(hi01, hi23);
+      return max_nan(hi01, hi23);
+    }
+  }
+}
+
 template <int K>
 __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  // c = log2(e) / t
-  float m = x[0];
-#pragma unroll
-  for (int k = 1; k < K; ++k) m = max_nan(m, x[k]);
   float rest[K - 1];
-  terms_below_max(x, rest);
+  const float m = max_and_rest(x, rest);
   // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell.
   // (x - m) c as x c - m c: one FFMA a term. Its error, that of rounding m c, is half an ulp of
   // m in the result (the rounding of m itself).
