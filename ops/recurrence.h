@@ -77,27 +77,36 @@ SOFTALIGN_HD V nan_max(V a, V b) {
 }
 
 // The K - 1 terms of x other than one maximal one, by a min/max network (no branches, so the
-// same for every SIMD lane or GPU thread whichever term is the max). V is a pack (fast_min /
-// fast_max beside it, found by argument-dependent lookup) or float (below, on the GPU). NaN
-// handling is the caller's: the max it pairs these with decides a NaN cell.
+// same for every SIMD lane or GPU thread whichever term is the max), and the maximum that the
+// network's pairwise maxima (max2) give on the way: 6 min/max in all for K = 4, where a separate
+// chain for the maximum takes 8. V is a pack (fast_min / fast_max beside it, found by
+// argument-dependent lookup) or float (below, on the GPU). NaN handling is max2's (a NaN-
+// propagating max makes the maximum NaN, and the rest moot) or the caller's.
 SOFTALIGN_HD float fast_min(float a, float b) { return fminf(a, b); }
 SOFTALIGN_HD float fast_max(float a, float b) { return fmaxf(a, b); }
-template <typename V, int K>
-SOFTALIGN_HD void terms_below_max(const V (&x)[K], V (&rest)[K - 1]) {
+template <typename V, int K, class Max2>
+SOFTALIGN_HD V max_and_rest(const V (&x)[K], V (&rest)[K - 1], Max2 max2) {
   static_assert(K >= 2 && K <= 4, "the network covers 2, 3 or 4 terms");
   if constexpr (K == 2) {
     rest[0] = fast_min(x[0], x[1]);
+    return max2(x[0], x[1]);
   } else {
-    const V hi01 = fast_max(x[0], x[1]);
+    const V hi01 = max2(x[0], x[1]);
     rest[0] = fast_min(x[0], x[1]);
     if constexpr (K == 3) {
       rest[1] = fast_min(hi01, x[2]);
+      return max2(hi01, x[2]);
     } else {
-      const V hi23 = fast_max(x[2], x[3]);
+      const V hi23 = max2(x[2], x[3]);
       rest[1] = fast_min(x[2], x[3]);
       rest[2] = fast_min(hi01, hi23);
+      return max2(hi01, hi23);
     }
   }
+}
+template <typename V, int K>
+SOFTALIGN_HD void terms_below_max(const V (&x)[K], V (&rest)[K - 1]) {
+  max_and_rest(x, rest, [](V a, V b) { return fast_max(a, b); });
 }
 
 #if defined(__CUDACC__)
@@ -129,34 +138,10 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 // smax_t over K terms: m + t ln2 log2(1 + sum of exp2 of the K - 1 non-maximal terms), which a
 // min/max network picks without branches; -inf, +inf and NaN maxima pass through (NaN in any
 // term makes the max NaN).
-// The maximum of K terms (NaN if one is NaN) and the other K - 1, from one network: that of
-// terms_below_max, whose pairwise maxima, NaN-propagating here, also give the maximum. 6 min/max
-// for K = 4, where a separate chain for the maximum took 8. A NaN maximum makes the rest moot.
-template <int K>
-__device__ __forceinline__ float max_and_rest(const float (&x)[K], float (&rest)[K - 1]) {
-  static_assert(K >= 2 && K <= 4, "the network covers 2, 3 or 4 terms");
-  if constexpr (K == 2) {
-    rest[0] = fast_min(x[0], x[1]);
-    return max_nan(x[0], x[1]);
-  } else {
-    const float hi01 = max_nan(x[0], x[1]);
-    rest[0] = fast_min(x[0], x[1]);
-    if constexpr (K == 3) {
-      rest[1] = fast_min(hi01, x[2]);
-      return max_nan(hi01, x[2]);
-    } else {
-      const float hi23 = max_nan(x[2], x[3]);
-      rest[1] = fast_min(x[2], x[3]);
-      rest[2] = fast_min(hi01, hi23);
-      return max_nan(hi01, hi23);
-    }
-  }
-}
-
 template <int K>
 __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  // c = log2(e) / t
   float rest[K - 1];
-  const float m = max_and_rest(x, rest);
+  const float m = max_and_rest(x, rest, [](float a, float b) { return max_nan(a, b); });
   // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell.
   // (x - m) c as x c - m c: one FFMA a term. Its error, that of rounding m c, is half an ulp of
   // m in the result (the rounding of m itself).
