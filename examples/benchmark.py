@@ -6,7 +6,9 @@ Every row: case (B, M, N), gap model, pass (forward, or forward + `score.sum().b
 implementation, median time, GCUPS = B*M*N / time / 1e9, the fraction of the ceiling, the
 PERF.md target and whether it is met, and for sizes <= 64 x 64 the seed's PyTorch loop as the
 baseline ratio. All inputs are random float32 N(0, 1) scores, gap open -1 (linear) or
--1 / -0.5 (affine), temperature 1, local, reduction "max".
+-1 / -0.5 (affine), temperature 1, local, reduction "max". On the GPU, sizes that small also get
+a row of the same calls replayed from CUDA graphs ("graphed"): the kernels' own time, where the
+eager call's is the host's (Python, dispatch, autograd).
 
 The targets and ceilings below are PERF.md's; this program is the one place they live.
 """
@@ -22,7 +24,8 @@ from typing import Optional
 import torch
 
 import softalign
-from timing import cpu_median, cuda_median, fmt_time, random_inputs, seed_loop, step
+from timing import (cpu_median, cuda_graphed, cuda_median, fmt_time, random_inputs, seed_loop,
+                    step)
 
 GAPS = {"linear": (-1.0, None), "affine": (-1.0, -0.5)}
 PASSES = ("fwd", "fwd+bwd")
@@ -270,13 +273,35 @@ def gpu_rows(case, gaps: str, quick: bool) -> list[Row]:
         del inputs
         row = Row(case, gaps, pass_, "softalign", median, GPU_CEILING[pass_],
                   target=gpu_target(case, gaps, pass_))
-        if gaps == "linear" and max(case[1:]) <= LOOP_MAX_SIDE:
+        small = max(case[1:]) <= LOOP_MAX_SIDE
+        if small:
+            graphed = graphed_row(fn, case, gaps, pass_, reps, min_reps, budget_s)
+        if gaps == "linear" and small:
             inputs = random_inputs(case, "cuda", count=2, requires_grad=backward)
             loop = cuda_median(step(loop_baseline, inputs, backward), loop_reps, warmup=2)
             row.vs_loop = loop / median
             rows.append(Row(case, gaps, pass_, "seed loop", loop, GPU_CEILING[pass_]))
         rows.append(row)
+        if small and graphed is not None:
+            rows.append(graphed)
     return rows
+
+
+def graphed_row(fn, case, gaps: str, pass_: str, reps: int, min_reps: int,
+                budget_s: float) -> Optional[Row]:
+    """The row of `fn`'s calls replayed from CUDA graphs, one per input set; None (and a line
+    saying why) where capture fails."""
+    backward = pass_ == "fwd+bwd"
+    count = input_sets(math.prod(case) * 4)
+    inputs = random_inputs(case, "cuda", count=count, requires_grad=backward, seed=1)
+    try:
+        call = cuda_graphed(step(fn, inputs, backward), count)
+    except RuntimeError as err:
+        print(f"  {case} {gaps} {pass_}: no CUDA graph row, capture failed: {err}")
+        return None
+    median = cuda_median(call, reps, budget_s=budget_s, min_reps=min_reps)
+    return Row(case, gaps, pass_, "graphed", median, GPU_CEILING[pass_],
+               target=gpu_target(case, gaps, pass_))
 
 
 def bench_gpu(quick: bool) -> int:

@@ -5,6 +5,7 @@
     step(fn, inputs, backward)        a callable that runs one forward (or forward + backward)
     cpu_median(call, reps, warmup)    median wall time in seconds (perf_counter)
     cuda_median(call, reps, ...)      median time in seconds from CUDA events, groups of calls
+    cuda_graphed(call, count)         the same calls replayed from CUDA graphs (no host cost per call)
     fmt_time(seconds)                 '0.123 ms' / '1.23 s'
 
 A timed call takes the repetition index, so that it can rotate through several input sets.
@@ -23,7 +24,8 @@ _REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(_REPO / "test_py"))
 from reference import seed_loop  # noqa: E402  (the baseline lives with the tests, not copied)
 
-__all__ = ["seed_loop", "random_inputs", "step", "cpu_median", "cuda_median", "fmt_time"]
+__all__ = ["seed_loop", "random_inputs", "step", "cpu_median", "cuda_median", "cuda_graphed",
+           "fmt_time"]
 
 Call = Callable[[int], object]
 
@@ -91,6 +93,25 @@ def cuda_median(call: Call, reps: int, warmup: int = 3, budget_s: Optional[float
     if budget_s is not None:
         reps = max(min_reps, min(reps, int(budget_s / (per_call * group))))
     return statistics.median([elapsed(k * group, group) / group for k in range(reps)])
+
+
+def cuda_graphed(call: Call, count: int) -> Call:
+    """Call i replays a CUDA graph of call(i % count): `count` graphs, one per input set, each
+    captured by PyTorch's whole-network recipe (warm-up calls on a side stream, then the
+    capture). The same kernels as call, without its host work (Python, dispatch, autograd)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(3):
+            call(i)
+    torch.cuda.current_stream().wait_stream(side)
+    graphs = []
+    for i in range(count):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call(i)
+        graphs.append(graph)
+    return lambda i: graphs[i % count].replay()
 
 
 def fmt_time(seconds: float) -> str:
