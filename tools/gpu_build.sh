@@ -6,7 +6,7 @@
 #   bash tools/gpu_build.sh [configure|build|all] [CMAKE_ARG...]   (default all)
 # Environment: BUILD_DIR (build-cuda), TESTS (ON when a GoogleTest is found, else OFF),
 # TORCH_CUDA_ARCH_LIST (9.0a), JOBS (nproc), HOST_CXX (the C++ and CUDA host compiler, e.g.
-# g++-12 as on the CI machine, README "Known issue"; unset: CMake's choice).
+# g++-12 as on the CI machine; unset: CMake's choice, on the H200 machine its /opt/gcc g++ 13).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

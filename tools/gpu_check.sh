@@ -66,7 +66,8 @@ step smoke python3 tools/cuda_smoke.py
 
 step pytest timeout 240 python3 -m pytest -q test_py -k cuda
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
-# library built here, with this machine's toolchain (README "Known issue").
+# library built here, with this machine's toolchain (whose static libstdc++ once crashed them:
+# CMakeLists.txt links the shared one).
 step errors timeout 120 python3 -m pytest -q test_py/test_errors.py
 
 # test_cpp through ctest: its CUDA cases (test_cuda.cpp) compare the backends from pure C++.
