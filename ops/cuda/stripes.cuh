@@ -845,9 +845,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   float* const my_below = Sw::edge_of(warp_smem, grp);
   const int first_row = i0 + l * R + 1;
 
-  // The saved values of the lane's rows at column `step - l` (zero outside the sweep).
+  // The saved values of the lane's rows at column `step - l` (zero outside the forward's sweep,
+  // which saved the warp's `steps` slabs).
   const auto load_rows = [&](int step, float (&dst)[kStates][R]) {
-    const bool in = m > 0 && step >= 0 && step < geo.steps;
+    const bool in = m > 0 && step >= 0 && step < steps;
 #pragma unroll
     for (int st = 0; st < kStates; ++st)
 #pragma unroll
@@ -875,10 +876,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // Saved values at the columns j, j - 1 of the lane's rows (slabs step, step - 1), and the
   // slabs step - 2 .. step - 1 - kDepth in flight (loaded kDepth iterations before they are
   // needed); the row above at j, j - 1 (lane 0: the saved row above, in flight the same way).
-  // Two slabs ahead for the short pairs' linear shape (R = 4, G = 8): H200 A/B (session 6),
-  // (65536, 32^2) forward + backward 1.45 -> 1.34 ms (its adjoint at 124 registers, against 96
-  // with one). The tall shape (R = 4, G = 32) keeps one: not measured.
-  constexpr int kDepth = R >= 4 ? (G < 32 ? 2 : 1) : 4 / R;
+  // One slab ahead with four rows per lane, 4 / R otherwise. H200 A/B (session 8, the sweep in
+  // whole chunks): the short pairs' linear adjoint, (65536, 32^2), 722 us with one, 801 us with
+  // two. Session 6 had found two better (1.45 -> 1.34 ms forward + backward) while a skipped step
+  // cost every slab in flight a register move, which waited for its load.
+  constexpr int kDepth = R >= 4 ? 1 : 4 / R;
   float cur[kStates][R], left[kStates][R], pipe[kDepth][kStates][R];
   float up_cur[kStates], up_left[kStates], above_pipe[kDepth][kStates];
   float from_right[kStates][R];  // pushes left from (i, j + 1)
@@ -890,19 +892,23 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
     for (int r = 0; r < R; ++r) from_right[st][r] = diag_prev[st][r] = 0.f;
   }
+  // The sweep runs whole chunks: its steps from `steps` on lie outside every item (zero values,
+  // zero adjoints), and with no step skipped the unrolled steps are straight-line code, whose
+  // loads into the pipeline above need no register moves (a move waits for its load).
   const int last_chunk = (steps + kW - 1) / kW - 1;
-  load_rows(steps - 1, cur);
-  load_rows(steps - 2, left);
+  const int swept = (last_chunk + 1) * kW;
+  load_rows(swept - 1, cur);
+  load_rows(swept - 2, left);
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) {
-    load_rows(steps - 3 - d, pipe[d]);
-    load_above(steps - 2 - d, above_pipe[d]);  // lane 0's column is the step
+    load_rows(swept - 3 - d, pipe[d]);
+    load_above(swept - 2 - d, above_pipe[d]);  // lane 0's column is the step
   }
-  {  // the row above at the first step's column: lane l - 1's last row (slab steps - 2), or lane 0's
+  {  // the row above at the first step's column: lane l - 1's last row (slab swept - 2), or lane 0's
     float up_from_left[kStates];
 #pragma unroll
     for (int st = 0; st < kStates; ++st) up_from_left[st] = __shfl_up_sync(kFullMask, left[st][R - 1], 1, G);
-    load_above(steps - 1, up_cur);
+    load_above(swept - 1, up_cur);
     if (l > 0) {
 #pragma unroll
       for (int st = 0; st < kStates; ++st) up_cur[st] = up_from_left[st];
@@ -941,7 +947,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live)
     for (int w = kW - 1; w >= 0; --w) {
       const int step = k * kW + w;
-      if (step >= steps) continue;  // warp-uniform
       const int j = step - l;
       // The row above at j - 1: lane l - 1's last row at slab step - 2, or the saved row.
 #pragma unroll
