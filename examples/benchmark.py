@@ -266,42 +266,39 @@ def gpu_rows(case, gaps: str, quick: bool) -> list[Row]:
     fn, rows = op(gaps), []
     for pass_ in PASSES:
         backward = pass_ == "fwd+bwd"
-        inputs = random_inputs(case, "cuda", count=input_sets(math.prod(case) * 4),
-                               requires_grad=backward)
-        median = cuda_median(step(fn, inputs, backward), reps, budget_s=budget_s,
-                             min_reps=min_reps)
-        del inputs
+        count = input_sets(math.prod(case) * 4)
+        inputs = random_inputs(case, "cuda", count=count, requires_grad=backward)
+        call = step(fn, inputs, backward)
+        median = cuda_median(call, reps, budget_s=budget_s, min_reps=min_reps)
         row = Row(case, gaps, pass_, "softalign", median, GPU_CEILING[pass_],
                   target=gpu_target(case, gaps, pass_))
         small = max(case[1:]) <= LOOP_MAX_SIDE
-        if small:
-            graphed = graphed_row(fn, case, gaps, pass_, reps, min_reps, budget_s)
+        graphed = graphed_row(call, count, row, reps, min_reps, budget_s) if small else None
+        del call, inputs
         if gaps == "linear" and small:
             inputs = random_inputs(case, "cuda", count=2, requires_grad=backward)
             loop = cuda_median(step(loop_baseline, inputs, backward), loop_reps, warmup=2)
             row.vs_loop = loop / median
             rows.append(Row(case, gaps, pass_, "seed loop", loop, GPU_CEILING[pass_]))
         rows.append(row)
-        if small and graphed is not None:
+        if graphed is not None:
             rows.append(graphed)
     return rows
 
 
-def graphed_row(fn, case, gaps: str, pass_: str, reps: int, min_reps: int,
+def graphed_row(call, count: int, eager: Row, reps: int, min_reps: int,
                 budget_s: float) -> Optional[Row]:
-    """The row of `fn`'s calls replayed from CUDA graphs, one per input set; None (and a line
-    saying why) where capture fails."""
-    backward = pass_ == "fwd+bwd"
-    count = input_sets(math.prod(case) * 4)
-    inputs = random_inputs(case, "cuda", count=count, requires_grad=backward, seed=1)
+    """`eager`'s row again, its calls (`call` over `count` input sets) replayed from CUDA graphs,
+    one per input set; None (and a line saying why) where capture fails."""
     try:
-        call = cuda_graphed(step(fn, inputs, backward), count)
+        graphed = cuda_graphed(call, count)
     except RuntimeError as err:
-        print(f"  {case} {gaps} {pass_}: no CUDA graph row, capture failed: {err}")
+        print(f"  {eager.case} {eager.gaps} {eager.pass_}: no CUDA graph row, capture failed: "
+              f"{err}")
         return None
-    median = cuda_median(call, reps, budget_s=budget_s, min_reps=min_reps)
-    return Row(case, gaps, pass_, "graphed", median, GPU_CEILING[pass_],
-               target=gpu_target(case, gaps, pass_))
+    median = cuda_median(graphed, reps, budget_s=budget_s, min_reps=min_reps)
+    return Row(eager.case, eager.gaps, eager.pass_, "graphed", median, eager.ceiling,
+               target=eager.target)
 
 
 def bench_gpu(quick: bool) -> int:
