@@ -155,6 +155,14 @@ __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, i
 // The value of an entry this lane wrote itself.
 __device__ __forceinline__ float ring_value(RingEntry word) { return __uint_as_float(unsigned(word)); }
 
+// `bytes` (a multiple of 16, from a 16-byte aligned address) into L2 by the copy engine (sm_90 on;
+// nothing before): one instruction, no register waiting for it.
+__device__ __forceinline__ void prefetch_l2(const float* from, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(from), "r"(bytes) : "memory");
+#endif
+}
+
 // The warp's work unit: in order of the ticket when stripes wait for each other (a unit then
 // only waits for units that are already running), else the warp's index.
 __device__ __forceinline__ int64_t unit_of_warp(int warp, const Workspace& ws) {
@@ -856,17 +864,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       for (int r = 0; r < R; ++r)
         dst[st][r] = in ? values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] : 0.f;
   };
-  // The slab of `step` into L2, a 128-byte line per lane of the first few, kPrefetchSteps ahead
-  // of load_rows: the long pairs' shape (one row per lane, a few warps per SM) stalls on those
-  // loads; H200 A/B: (1, 4096^2) forward + backward 10.5 -> 9.6 ms, (32, 1024^2) 2.95 -> 2.78 ms.
-  // The short pairs' shapes lost 7% with it ((65536, 32^2) 1.44 -> 1.55 ms): more warps hide it.
-  constexpr int kPrefetchSteps = R == 1 ? 8 : 0;
-  const auto prefetch_rows = [&](int step) {
-    constexpr int kLines = (Sh::kSlab + 31) / 32;
-    if (l < kLines && m > 0 && step >= 0 && step < geo.steps) {
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(values + int64_t(step) * Sh::kSlab + l * 32));
-    }
-  };
   // Lane 0's row above (the saved row above the stripe) at column j.
   const auto load_above = [&](int j, float (&dst)[kStates]) {
 #pragma unroll
@@ -893,6 +890,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
     for (int r = 0; r < R; ++r) from_right[st][r] = diag_prev[st][r] = 0.f;
   }
+  // The long pairs' shape prefetches each next chunk's slabs (see the chunk loop).
+  constexpr bool kPrefetchChunks = R == 1;
+  static_assert(!kPrefetchChunks || Sh::kSlab % 4 == 0, "slabs of whole 16-byte pieces");
   // The sweep runs whole chunks: its steps from `steps` on lie outside every item (zero values,
   // zero adjoints), and with no step skipped the unrolled steps are straight-line code, whose
   // loads into the pipeline above need no register moves (a move waits for its load).
@@ -937,6 +937,20 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k - 1), scores, nullptr, m, n, l,
                                    i0, k - 1, N);
     }
+    if (kPrefetchChunks && next && m > 0) {
+      // The next chunk's saved slabs (those its steps load: from 2 + kDepth steps before it on,
+      // one contiguous run) into L2, one copy-engine instruction per group, while this chunk is
+      // swept: the long pairs' shape (one row per lane, a few warps per SM) stalls on those
+      // loads. H200 A/B (session 9, against a 128-byte line per lane 8 steps ahead): adjoint
+      // (32, 1024^2) 738 -> 678 us, (1, 4096^2) 2714 -> 2496 us. The short pairs' shapes lost
+      // 17% with it ((65536, 32^2) 723 -> 846 us), as with the per-step lines before: more
+      // warps hide their loads. The gain is fragile: the same prefetch written as a lambda
+      // compiled to another schedule and gained 3% (725 us).
+      const int first = max((k - 1) * kW - 2 - kDepth, 0), end = min(k * kW - 2 - kDepth, steps);
+      if (l == 0 && end > first) {
+        prefetch_l2(values + int64_t(first) * Sh::kSlab, (end - first) * Sh::kSlab * 4);
+      }
+    }
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
     ring_take<Sh::kAbove, G>(ring_in, tag + 1, l, my_below, [&](int q) -> int64_t {
       const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
@@ -958,7 +972,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       float next[kStates][R], above_new[kStates];  // slab step - 2 - kDepth, row above there
       load_rows(step - 2 - kDepth, next);
       load_above(j - 1 - kDepth, above_new);
-      if (kPrefetchSteps > 0) prefetch_rows(step - 2 - kDepth - kPrefetchSteps);
       if (l == G - 1) {  // the first row of the stripe below, staged from the ring
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
