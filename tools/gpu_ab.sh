@@ -9,6 +9,7 @@
 #   VARIANTS="-DSOFTALIGN_SMAX_VARIANT=1" bash tools/gpu_ab.sh
 #   LIBS="build-libs/main.so build-libs/new.so" bash tools/gpu_ab.sh   (carry build-libs)
 #   EXTRA=tools/stripe_cost.py ... bash tools/gpu_ab.sh   one more script per variant
+#   PACK=1 ... bash tools/gpu_ab.sh   the logs packed into $OUT/logs.tgz (tools/pack_logs.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -58,3 +59,5 @@ if [ -n "${EXTRA:-}" ]; then  # one more script per variant, e.g. EXTRA=tools/st
     sed "s/^/${names[$i]} /" "$OUT/extra_${names[$i]}.log" >> "$OUT/ab_summary.log"
   done
 fi
+[ "${PACK:-0}" = 1 ] && bash tools/pack_logs.sh "$OUT"
+exit 0

@@ -7,6 +7,7 @@
 #   bash tools/gpu_check.sh --no-bench  everything but the benchmark
 #   BENCH_ARGS=--quick bash tools/gpu_check.sh   a short benchmark
 #   GENERAL=0 bash tools/gpu_check.sh   without the runs that force the thread-per-item path
+#   PACK=1 bash tools/gpu_check.sh      the logs packed into $OUT/logs.tgz (tools/pack_logs.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -95,4 +96,5 @@ fi
 
 echo "=== summary"
 cat "$OUT/summary.log"
+[ "${PACK:-0}" = 1 ] && bash tools/pack_logs.sh "$OUT"
 exit "$status"

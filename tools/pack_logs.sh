@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Packs every file under a log folder into one archive in it, DIR/logs.tgz, and removes the
+# files: the device tool brings back only a few files of $OUT (session 9 lost most of a run's
+# logs to that limit). tools/gpu_check.sh and tools/gpu_ab.sh call it when PACK=1.
+#   bash tools/pack_logs.sh "$OUT"        then: tar xzf logs.tgz -O summary.log
+set -euo pipefail
+dir=$1
+cd "$dir"
+files=$(find . -type f ! -name logs.tgz | sed 's|^\./||' | sort)
+[ -n "$files" ] || exit 0
+# shellcheck disable=SC2086
+tar czf logs.tgz $files
+# shellcheck disable=SC2086
+rm -f $files
+find . -mindepth 1 -type d -empty -delete
