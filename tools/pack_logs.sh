@@ -4,12 +4,7 @@
 # logs to that limit). tools/gpu_check.sh and tools/gpu_ab.sh call it when PACK=1.
 #   bash tools/pack_logs.sh "$OUT"        then: tar xzf logs.tgz -O summary.log
 set -euo pipefail
-dir=$1
-cd "$dir"
-files=$(find . -type f ! -name logs.tgz | sed 's|^\./||' | sort)
-[ -n "$files" ] || exit 0
-# shellcheck disable=SC2086
-tar czf logs.tgz $files
-# shellcheck disable=SC2086
-rm -f $files
+cd "$1"
+find . -type f ! -name logs.tgz -printf '%P\0' | tar czf logs.tgz --null -T -
+find . -type f ! -name logs.tgz -delete
 find . -mindepth 1 -type d -empty -delete
