@@ -948,7 +948,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       // compiled to another schedule and gained 3% (725 us).
       const int first = max((k - 1) * kW - 2 - kDepth, 0), end = min(k * kW - 2 - kDepth, steps);
       if (l == 0 && end > first) {
-        prefetch_l2(values + int64_t(first) * Sh::kSlab, (end - first) * Sh::kSlab * 4);
+        prefetch_l2(values + int64_t(first) * Sh::kSlab, (end - first) * Sh::kSlab * int(sizeof(float)));
       }
     }
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
