@@ -8,13 +8,15 @@
 #       one launch of one kernel with source counters: where its warps stall and how often each
 #       SASS instruction ran (a diverged warp runs its code twice), in $OUT/src_NAME.log and the
 #       per-instruction table $OUT/src_NAME.csv.gz
+#   SOFTALIGN_LIBRARY=build-libs/x.so bash tools/gpu_profile.sh ...   a library built elsewhere
+#       (tools/build_variant.sh; carry it) instead of building one here
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu_logs}
 mkdir -p "$OUT"
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
-export SOFTALIGN_LIBRARY=$ROOT/build-cuda/libsoftalign.so
+export SOFTALIGN_LIBRARY=$(realpath -m "${SOFTALIGN_LIBRARY:-$ROOT/build-cuda/libsoftalign.so}")
 if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
   TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
 fi
@@ -22,7 +24,9 @@ if [ "${1:-}" = "--source" ]; then
   name=$2 kernel=$3 case=$4
   rep=/tmp/src_$name
   timeout 300 ncu --clock-control none --kernel-name regex:"$kernel" --launch-skip 2 --launch-count 1 \
-    --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+    --section WarpStateStats --section SourceCounters --section SpeedOfLight --section Occupancy \
+    --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats \
+    --section MemoryWorkloadAnalysis \
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     -f -o "$rep" python3 tools/profile_case.py $case --reps 3 > "$OUT/src_$name.log" 2>&1
   echo "=== $name: rc=$?"
