@@ -16,9 +16,14 @@ ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu_logs}
 mkdir -p "$OUT"
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
-export SOFTALIGN_LIBRARY=$(realpath -m "${SOFTALIGN_LIBRARY:-$ROOT/build-cuda/libsoftalign.so}")
-if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
-  TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
+if [ -n "${SOFTALIGN_LIBRARY:-}" ]; then  # carried: it must be there
+  export SOFTALIGN_LIBRARY=$(realpath -m "$SOFTALIGN_LIBRARY")
+  [ -f "$SOFTALIGN_LIBRARY" ] || { echo "no library at $SOFTALIGN_LIBRARY" >&2; exit 1; }
+else
+  export SOFTALIGN_LIBRARY=$ROOT/build-cuda/libsoftalign.so
+  if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
+    TESTS=${TESTS:-OFF} bash tools/gpu_build.sh > "$OUT/profile_build.log" 2>&1 || exit 1
+  fi
 fi
 if [ "${1:-}" = "--source" ]; then
   name=$2 kernel=$3 case=$4
