@@ -64,7 +64,7 @@ for block, (executed, stalled) in by_region.items():
     if executed * per_cell > 0.1:
         print(f"  {block:6x} {executed * per_cell:7.2f}  {100 * stalled / samples:5.1f}%")
 
-print(f"\nmost stalled instructions: offset, share of samples, executions, main reasons")
+print("\nmost stalled instructions: offset, share of samples, executions, main reasons")
 for offset, _, source, executed, stalled, reasons in sorted(instructions, key=lambda i: -i[4])[:args.top]:
     main = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])[:2] if v)
     print(f"  {offset:6x} {100 * stalled / samples:5.1f}% {executed:9d}  {source[:56]:56s} {main}")
