@@ -674,13 +674,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
 
     // Whole chunks, as the adjoint: the steps from `steps` on lie outside every item (no end, no
-    // ring entry; the slabs the saving forward leaves there are never read). Steps unrolled 8 at
-    // a time (the whole chunk of the short pairs' linear shapes), 4 in the forward that saves and
-    // in the short pairs' affine shape. H200 A/B (session 10, against 4 everywhere): forward
-    // (1, 4096^2) 1.52 -> 1.36 ms, (32, 1024^2) 0.416 -> 0.378 ms, (65536, 32^2) 0.165 -> 0.163 ms;
-    // with 8, the saving forward took 92 registers instead of 80 and lost 2% at (65536, 32^2)
+    // ring entry; the slabs the saving forward leaves there are never read). The forwards without
+    // grad unroll the whole chunk (16 steps with a warp per item, 8 in the short pairs' linear
+    // shapes); the forward that saves and the short pairs' affine shape unroll 4. H200 A/B
+    // (session 10, against 4 everywhere): with 8, forward (1, 4096^2) 1.52 -> 1.36 ms,
+    // (32, 1024^2) 0.416 -> 0.378 ms, (65536, 32^2) 0.165 -> 0.163 ms; 16 then took affine
+    // (1, 4096^2) 2.27 -> 1.97 ms and (32, 1024^2) 0.635 -> 0.572 ms (linear unchanged). With 8,
+    // the saving forward took 92 registers instead of 80 and lost 2% at (65536, 32^2)
     // (298 -> 305 us), and the short affine forward lost 2-4% (0.320 -> 0.326-0.332 ms).
-#pragma unroll (kSave || (kAffine && G < 32) ? 4 : 8)
+#pragma unroll (kSave || (kAffine && G < 32) ? 4 : (G == 32 ? 16 : 8))
     for (int w = 0; w < kW; ++w) {
       const int step = k * kW + w;
       const int j = step - l;  // this lane's column at this step
