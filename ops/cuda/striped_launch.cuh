@@ -53,6 +53,7 @@ struct Launch {
     geo.steps = static_cast<int>(N + G);
     geo.units = ceil_div(B, Sh::kGroups) * geo.stripes;
     geo.width = N + 1;
+    TORCH_INTERNAL_ASSERT(Sh::kStacked || geo.stripes == 1, "items of several stripes, G = ", G);
   }
 
   float* floats(int64_t count, bool zeroed = false) {
