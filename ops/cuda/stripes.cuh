@@ -70,8 +70,10 @@ struct Shape {
   static constexpr int kWarpFloats = kGroups * (kBuffers * kTile + kAbove);
   static constexpr int kSlab = kStates * kRows;  // saved values of one step of one group
   // Whether an item may span several stripes. The host gives the shapes of several items per
-  // warp only items of one stripe (M <= kRows), so that their kernels leave the ring reads out.
+  // warp only items of one stripe (M <= kRows), so that their forwards leave the ring reads out.
   // H200 A/B (session 11): short linear forward (65536, 32^2) 0.162 -> 0.156 ms without them.
+  // The short adjoints keep theirs: without, the linear one took 95 registers instead of 114, ran
+  // 5 blocks per SM instead of 4 and lost 9% (719 -> 785 us).
   static constexpr bool kStacked = G == 32;
 };
 
@@ -963,12 +965,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
     // The pushes from the stripe below at the columns lane G - 1 reads in this chunk (and one more).
-    if constexpr (Sh::kStacked) {
-      ring_take<Sh::kAbove, G>(ring_in, tag + 1, l, my_below, [&](int q) -> int64_t {
-        const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
-        return ring_in != nullptr && column >= 0 && column <= n ? plane * W + column : -1;
-      });
-    }
+    ring_take<Sh::kAbove, G>(ring_in, tag + 1, l, my_below, [&](int q) -> int64_t {
+      const int plane = q / (kW + 1), column = k * kW + q % (kW + 1) - (G - 1);
+      return ring_in != nullptr && column >= 0 && column <= n ? plane * W + column : -1;
+    });
     Sw::wait_for_tiles(next);
     __syncwarp();
 
@@ -985,11 +985,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       float next[kStates][R], above_new[kStates];  // slab step - 2 - kDepth, row above there
       load_rows(step - 2 - kDepth, next);
       load_above(j - 1 - kDepth, above_new);
-      if (l == G - 1) {  // the first row of the stripe below, staged from the ring (or none)
+      if (l == G - 1) {  // the first row of the stripe below, staged from the ring
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
-          below_up[st] = Sh::kStacked ? my_below[st * (kW + 1) + w] : 0.f;                // column j
-          below_diag[st] = Sh::kStacked ? my_below[(kStates + st) * (kW + 1) + w + 1] : 0.f;  // j + 1
+          below_up[st] = my_below[st * (kW + 1) + w];                // column j
+          below_diag[st] = my_below[(kStates + st) * (kW + 1) + w + 1];  // column j + 1
         }
       }
       const bool column_inside = j >= 0 && j <= n;
