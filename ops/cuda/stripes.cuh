@@ -488,9 +488,14 @@ struct Sweep {
   // global memory: the G lanes of a group move their own item's rows, coalesced along the
   // columns, so that a lane holds one item's pointer and sizes (m = 0: nothing inside, zeros).
   // kLoad starts copying S in (cp.async, zero outside the item; one commit group per chunk,
-  // waited for by wait_for_tiles), else writes d S out.
+  // waited for by wait_for_tiles), else writes d S out. kOwnOffsets works out each element's
+  // offset on its own, the row offsets below otherwise; only the long pairs' adjoint takes it.
+  // H200 A/B (session 11, the row offsets also for G = 32, R = 1): the long forwards gained 3-5%
+  // ((32, 1024^2) 0.373 -> 0.355 ms) and their registers fell from 72-128 to 54-96, but the long
+  // linear adjoint lost 8-10% ((32, 1024^2) 682 -> 740 us, (1, 4096^2) 2497 -> 2752 us), as it
+  // had in session 6.
   static_assert(kW % G == 0 || G % kW == 0, "a row of a chunk is a whole number of lanes or rows");
-  template <bool kLoad>
+  template <bool kLoad, bool kOwnOffsets = false>
   __device__ static void move_tile(float* my_tile, const float* scores, float* grads, int m, int n,
                                    int l, int i0, int k, int64_t N) {
     // One element: global memory at `offset` from the item's first score (only read or written
@@ -504,10 +509,8 @@ struct Sweep {
         grads[offset] = *slot;
       }
     };
-    if constexpr (G == 32 && R == 1) {
-      // The long pairs' shape: each element's offset on its own. With the row pointers below,
-      // H200 A/B (session 6): its linear adjoint lost 5% and its affine forward 3-8%
-      // (register allocation), where the short pairs' forwards gained 7-10%.
+    if constexpr (kOwnOffsets) {
+      static_assert(G == 32 && R == 1, "one row per lane, a warp per stripe");
 #pragma unroll 16
       for (int q = 0; q < R * kW; ++q) {
         // Element l + G q of the group's kRows x kW chunk: its row in the stripe and its step.
@@ -524,9 +527,9 @@ struct Sweep {
       constexpr int kRowStep = G <= kW ? 1 : G / kW;  // rows from one of them to the next
       constexpr int kLaneRows = R * kW / kPerRow;
       // The reader of row a kRowStep + lr (the lane that sweeps it, row / R) and its row there
-      // (row % R) are constants per a, plus lr's share of the row: none in the reader and lr in
-      // the row, as kRowStep = 2 and R is even (G = 32 with one row per lane is the branch above).
-      static_assert(G <= kW || (kRowStep == 2 && R % 2 == 0), "rows of a lane's reader");
+      // (row % R) are constants per a, plus lr's share: with one row per lane all of it in the
+      // reader, else (kRowStep = 2, R even) all of it in the row.
+      static_assert(G <= kW || (kRowStep == 2 && (R == 1 || R % 2 == 0)), "rows of a lane's reader");
       const int lr = G <= kW ? 0 : l / kW, lc = G <= kW ? l : l % kW;
       const int j_lane = k * kW + lc;  // the column, less (b G - reader)
       const int rows_left = m - i0 - lr;  // the item's rows from the lane's first on
@@ -535,8 +538,8 @@ struct Sweep {
                   // took up to 255 registers)
       for (int a = 0; a < kLaneRows; ++a) {
         const int row = a * kRowStep;  // + lr
-        const int reader = R == 1 ? row : row / R;
-        const int r = (R == 1 ? 0 : row % R) + lr;
+        const int reader = R == 1 ? row + lr : row / R;
+        const int r = R == 1 ? 0 : row % R + lr;
         const bool row_inside = row < rows_left;
 #pragma unroll
         for (int b = 0; b < kPerRow; ++b) {
@@ -935,9 +938,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float seed_exp2 = soft ? scale : 0.f;
   const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
 
+  constexpr bool kOwnOffsets = G == 32 && R == 1;  // see move_tile
   if (Sh::kBuffers == 2 && steps > 0) {
-    Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, last_chunk), scores, nullptr, m, n,
-                                 l, i0, last_chunk, N);
+    Sw::template move_tile<true, kOwnOffsets>(Sw::tile_of(warp_smem, grp, last_chunk), scores,
+                                              nullptr, m, n, l, i0, last_chunk, N);
   }
   for (int k = last_chunk; k >= 0; --k) {
     __syncwarp();  // every lane is done with the chunk before (its d S is out)
@@ -945,10 +949,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // The scores first, as in the forward (the chunks run backwards here).
     const bool next = k > 0;
     if (Sh::kBuffers == 1) {
-      Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
+      Sw::template move_tile<true, kOwnOffsets>(my_tile, scores, nullptr, m, n, l, i0, k, N);
     } else if (next) {
-      Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k - 1), scores, nullptr, m, n, l,
-                                   i0, k - 1, N);
+      Sw::template move_tile<true, kOwnOffsets>(Sw::tile_of(warp_smem, grp, k - 1), scores,
+                                                nullptr, m, n, l, i0, k - 1, N);
     }
     if (kPrefetchChunks && next && m > 0) {
       // The next chunk's saved slabs (those its steps load: from 2 + kDepth steps before it on,
@@ -1079,7 +1083,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
     __syncwarp();
-    Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, i0, k, N);
+    Sw::template move_tile<false, kOwnOffsets>(my_tile, nullptr, grads, m, n, l, i0, k, N);
   }
 
   // Row 0 (global): H[0][j] = H[0][j-1] + g, or Y[0][j] from row 0's A, X, Y at j - 1; lane 0
