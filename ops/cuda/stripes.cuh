@@ -683,15 +683,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
 
     // Whole chunks, as the adjoint: the steps from `steps` on lie outside every item (no end, no
-    // ring entry; the slabs the saving forward leaves there are never read). The forwards without
-    // grad unroll the whole chunk (16 steps with a warp per item, 8 in the short pairs' linear
-    // shapes); the forward that saves and the short pairs' affine shape unroll 4. H200 A/B
-    // (session 10, against 4 everywhere): with 8, forward (1, 4096^2) 1.52 -> 1.36 ms,
-    // (32, 1024^2) 0.416 -> 0.378 ms, (65536, 32^2) 0.165 -> 0.163 ms; 16 then took affine
-    // (1, 4096^2) 2.27 -> 1.97 ms and (32, 1024^2) 0.635 -> 0.572 ms (linear unchanged). With 8,
-    // the saving forward took 92 registers instead of 80 and lost 2% at (65536, 32^2)
-    // (298 -> 305 us), and the short affine forward lost 2-4% (0.320 -> 0.326-0.332 ms).
-#pragma unroll (kSave || (kAffine && G < 32) ? 4 : (G == 32 ? 16 : 8))
+    // ring entry; the slabs the saving forward leaves there are never read). Steps unrolled: the
+    // whole chunk with a warp per item (16; the saving forward only with one row per lane), and
+    // in the short pairs' linear forward without grad (8); 4 otherwise. H200 A/B: against 4
+    // everywhere (session 10), the forwards without grad gained 10-14% at 8 ((1, 4096^2)
+    // 1.52 -> 1.36 ms, (32, 1024^2) 0.416 -> 0.378 ms) and affine 13% more at 16 ((1, 4096^2)
+    // 2.27 -> 1.97 ms); the long saving forward 4-9% at 16 (session 11: (32, 1024^2) 540 -> 497 us
+    // linear, 784 -> 749 us affine; at 8 unchanged). With 8, the short saving forward took 92
+    // registers instead of 80 and lost 2% ((65536, 32^2) 298 -> 305 us), and the short affine
+    // forward lost 2-4% (0.320 -> 0.326-0.332 ms).
+    constexpr int kUnroll = G == 32 && (R == 1 || !kSave) ? kW : (kSave || kAffine) ? 4 : 8;
+#pragma unroll kUnroll
     for (int w = 0; w < kW; ++w) {
       const int step = k * kW + w;
       const int j = step - l;  // this lane's column at this step
@@ -976,7 +978,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     Sw::wait_for_tiles(next);
     __syncwarp();
 
-#pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live)
+#pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live; the
+                  // long pairs' adjoint, H200 A/B session 11, (32, 1024^2): 682 us, 720 at 8,
+                  // 877 at 16, 787 at 2)
     for (int w = kW - 1; w >= 0; --w) {
       const int step = k * kW + w;
       const int j = step - l;
