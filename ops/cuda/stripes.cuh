@@ -489,7 +489,8 @@ struct Sweep {
   // columns, so that a lane holds one item's pointer and sizes (m = 0: nothing inside, zeros).
   // kLoad starts copying S in (cp.async, zero outside the item; one commit group per chunk,
   // waited for by wait_for_tiles), else writes d S out. kOwnOffsets works out each element's
-  // offset on its own, the row offsets below otherwise; only the long pairs' adjoint takes it.
+  // offset on its own, the row offsets below otherwise; only the long pairs' adjoint takes it
+  // (the linear one for both ways, the affine one to write d S out).
   // H200 A/B (session 11, the row offsets also for G = 32, R = 1): the long forwards gained 3-5%
   // ((32, 1024^2) 0.373 -> 0.355 ms) and their registers fell from 72-128 to 54-96, but the long
   // linear adjoint lost 8-10% ((32, 1024^2) 682 -> 740 us, (1, 4096^2) 2497 -> 2752 us), as it
@@ -940,9 +941,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float seed_exp2 = soft ? scale : 0.f;
   const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
 
-  constexpr bool kOwnOffsets = G == 32 && R == 1;  // see move_tile
+  // See move_tile. The long affine adjoint loads by row offsets: H200 A/B (session 11) 1133 -> 1085
+  // us at (32, 1024^2), 3817 -> 3735 us at (1, 4096^2); the linear one lost 2-4% with them.
+  constexpr bool kOwnOffsets = G == 32 && R == 1;
+  constexpr bool kOwnLoadOffsets = kOwnOffsets && !kAffine;
   if (Sh::kBuffers == 2 && steps > 0) {
-    Sw::template move_tile<true, kOwnOffsets>(Sw::tile_of(warp_smem, grp, last_chunk), scores,
+    Sw::template move_tile<true, kOwnLoadOffsets>(Sw::tile_of(warp_smem, grp, last_chunk), scores,
                                               nullptr, m, n, l, i0, last_chunk, N);
   }
   for (int k = last_chunk; k >= 0; --k) {
@@ -951,9 +955,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // The scores first, as in the forward (the chunks run backwards here).
     const bool next = k > 0;
     if (Sh::kBuffers == 1) {
-      Sw::template move_tile<true, kOwnOffsets>(my_tile, scores, nullptr, m, n, l, i0, k, N);
+      Sw::template move_tile<true, kOwnLoadOffsets>(my_tile, scores, nullptr, m, n, l, i0, k, N);
     } else if (next) {
-      Sw::template move_tile<true, kOwnOffsets>(Sw::tile_of(warp_smem, grp, k - 1), scores,
+      Sw::template move_tile<true, kOwnLoadOffsets>(Sw::tile_of(warp_smem, grp, k - 1), scores,
                                                 nullptr, m, n, l, i0, k - 1, N);
     }
     if (kPrefetchChunks && next && m > 0) {
