@@ -70,10 +70,11 @@ struct Shape {
   static constexpr int kWarpFloats = kGroups * (kBuffers * kTile + kAbove);
   static constexpr int kSlab = kStates * kRows;  // saved values of one step of one group
   // Whether an item may span several stripes. The host gives the shapes of several items per
-  // warp only items of one stripe (M <= kRows), so that their forwards leave the ring reads out.
-  // H200 A/B (session 11): short linear forward (65536, 32^2) 0.162 -> 0.156 ms without them.
-  // The short adjoints keep theirs: without, the linear one took 95 registers instead of 114, ran
-  // 5 blocks per SM instead of 4 and lost 9% (719 -> 785 us).
+  // warp only items of one stripe (M <= kRows), so that their forwards leave the ring out. H200
+  // A/B (session 11), forward (65536, 32^2): without the ring reads 0.162 -> 0.156 ms, without the
+  // writes too 0.151 ms (affine 0.318 -> 0.311 ms). The short adjoints keep their ring reads:
+  // without, the linear one took 95 registers instead of 114, ran 5 blocks per SM instead of 4 and
+  // lost 9% (719 -> 785 us); their ring writes carry row 0's pushes in global mode.
   static constexpr bool kStacked = G == 32;
 };
 
@@ -611,9 +612,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
   }
   const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
-  // The next stripe reads a row: never in the short pairs' shapes, whose kernels so leave the
-  // ring writes out. H200 A/B (session 11): forward (65536, 32^2) 0.156 -> 0.151 ms linear,
-  // 0.318 -> 0.311 ms affine.
+  // The next stripe reads a row (never in the short pairs' shapes: Shape::kStacked).
   const bool leaves_row = Sh::kStacked && m > 0 && stripe + 1 < item_stripes;
   const bool reads_row = m > 0 && stripe > 0;
   const bool piped = ws.progress != nullptr;
