@@ -8,8 +8,10 @@
 # bench_<name>_r<round>.log, ab_summary.log).
 #   VARIANTS="-DSOFTALIGN_SMAX_VARIANT=1" bash tools/gpu_ab.sh
 #   LIBS="build-libs/main.so build-libs/new.so" bash tools/gpu_ab.sh   (carry build-libs)
-#   EXTRA=tools/stripe_cost.py ... bash tools/gpu_ab.sh   one more script per variant
-#   PACK=1 ... bash tools/gpu_ab.sh   the logs packed into $OUT/logs.tgz (tools/pack_logs.sh)
+#   EXTRA=tools/stripe_cost.py ... bash tools/gpu_ab.sh   more scripts per variant (';' between)
+#   ROUNDS=0 ... bash tools/gpu_ab.sh   no benchmark: the smoke test and the EXTRA scripts only
+#   PACK=1 ... bash tools/gpu_ab.sh   the logs packed into $OUT/logs.tgz (tools/pack_logs.sh) at
+#     the end: anything written into $OUT after that (and a second pack) replaces the archive
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,12 +54,19 @@ for round in $(seq "${ROUNDS:-2}"); do
     grep softalign "$log" | sed "s/^/${names[$i]} r$round /" | tee -a "$OUT/ab_summary.log"
   done
 done
-if [ -n "${EXTRA:-}" ]; then  # one more script per variant, e.g. EXTRA=tools/stripe_cost.py
+# More scripts per variant, separated by ';', each with its arguments: EXTRA=tools/stripe_cost.py
+# or EXTRA="tools/stripe_cost.py; tools/stripe_cost.py --affine". Their lines join the summary,
+# prefixed with the variant and the script's number.
+IFS=';' read -ra extras <<< "${EXTRA:-}"
+for k in "${!extras[@]}"; do
+  script=${extras[$k]}
+  [ -n "${script// /}" ] || continue
   for i in "${!libs[@]}"; do
     [ -f "${libs[$i]}" ] || continue
-    SOFTALIGN_LIBRARY=${libs[$i]} timeout 200 python3 $EXTRA > "$OUT/extra_${names[$i]}.log" 2>&1
-    sed "s/^/${names[$i]} /" "$OUT/extra_${names[$i]}.log" >> "$OUT/ab_summary.log"
+    log=$OUT/extra${k}_${names[$i]}.log
+    SOFTALIGN_LIBRARY=${libs[$i]} timeout 200 python3 $script > "$log" 2>&1
+    sed "s/^/${names[$i]} x$k /" "$log" >> "$OUT/ab_summary.log"
   done
-fi
+done
 [ "${PACK:-0}" = 1 ] && bash tools/pack_logs.sh "$OUT"
 exit 0
