@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On the CI machine: the CUDA library (sm_90a) of a git revision, optionally with extra CUDA
-# flags, as build-libs/NAME.so for tools/gpu_ab.sh's LIBS (carry build-libs; the device tool
-# carries 64 MiB, about four libraries). Builds in a worktree of its own under /tmp, kept
-# between calls so that a rebuild only compiles what changed.
+# flags, as build-libs/NAME.so for tools/gpu_ab.sh's LIBS (carry build-libs, or a folder of the
+# libraries to compare: the device tool carries 64 MiB with the working tree). Its fatbin is
+# compressed (-Xfatbin=-compress-all: 4 MB instead of 17; the SASS is the same, cuobjdump reads
+# it), so that a dozen libraries fit in one carry; COMPRESS=0 leaves it plain (session 11 built
+# compressed libraries but had no device time left to load one). Builds in a worktree of its own
+# under /tmp, kept between calls so that a rebuild only compiles what changed.
 #   bash tools/build_variant.sh main main
 #   bash tools/build_variant.sh depth3 HEAD -DSOFTALIGN_SOME_MACRO=3
 #   bash tools/build_variant.sh wip                 (the working tree as it is, uncommitted)
@@ -22,8 +25,9 @@ else
   git -C "$src" checkout -q --detach "$rev"
   build=build-cuda
 fi
+compress=$([ "${COMPRESS:-1}" = 1 ] && echo "-Xfatbin=-compress-all")
 (cd "$src" && BUILD_DIR=$build TESTS=OFF JOBS=${JOBS:-2} bash tools/gpu_build.sh all \
-  "-DCMAKE_CUDA_FLAGS=-Xptxas -v $*" > "$ROOT/build-libs/$name.build.log" 2>&1) || {
+  "-DCMAKE_CUDA_FLAGS=-Xptxas -v $compress $*" > "$ROOT/build-libs/$name.build.log" 2>&1) || {
   tail -20 "$ROOT/build-libs/$name.build.log"; exit 1; }
 cp "$src/$build/libsoftalign.so" "$ROOT/build-libs/$name.so"
 echo "build-libs/$name.so from ${rev:-the working tree} $*"
