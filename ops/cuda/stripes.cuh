@@ -945,8 +945,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
   // See move_tile. The long affine adjoint loads by row offsets: H200 A/B (session 11) 1133 -> 1085
   // us at (32, 1024^2), 3817 -> 3735 us at (1, 4096^2); the linear one lost 2-4% with them.
-  constexpr bool kOwnOffsets = G == 32 && R == 1;
-  constexpr bool kOwnLoadOffsets = kOwnOffsets && !kAffine;
+  constexpr bool kOwnStoreOffsets = G == 32 && R == 1;
+  constexpr bool kOwnLoadOffsets = kOwnStoreOffsets && !kAffine;
   if (Sh::kBuffers == 2 && steps > 0) {
     Sw::template move_tile<true, kOwnLoadOffsets>(Sw::tile_of(warp_smem, grp, last_chunk), scores,
                                               nullptr, m, n, l, i0, last_chunk, N);
@@ -1093,7 +1093,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
     __syncwarp();
-    Sw::template move_tile<false, kOwnOffsets>(my_tile, nullptr, grads, m, n, l, i0, k, N);
+    Sw::template move_tile<false, kOwnStoreOffsets>(my_tile, nullptr, grads, m, n, l, i0, k, N);
   }
 
   // Row 0 (global): H[0][j] = H[0][j-1] + g, or Y[0][j] from row 0's A, X, Y at j - 1; lane 0
