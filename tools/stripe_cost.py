@@ -4,7 +4,7 @@ same cells and warps whose items are one stripe each (M = 32, the same one-row-p
 so the difference is the pipeline (its fill and the ring). Then the kernels of each case's
 forward + backward, from torch.profiler.
 
-    SOFTALIGN_LIBRARY=build-cuda/libsoftalign.so python3 tools/stripe_cost.py [--affine]
+    SOFTALIGN_LIBRARY=build-cuda/libsoftalign.so python3 tools/stripe_cost.py [--affine] [--only 65536,32,32]
 """
 import argparse
 import statistics
@@ -55,10 +55,13 @@ def kernels_us(fn):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--affine", action="store_true")
+    ap.add_argument("--only", help="only the case of this shape, e.g. 65536,32,32")
     args = ap.parse_args()
     gaps = dict(gap_open=-1.0, gap_extend=-0.5) if args.affine else dict(gap_open=-1.0)
     for pair in PAIRS:
         for shape in pair:
+            if args.only and ",".join(map(str, shape)) != args.only:
+                continue
             S = torch.randn(*shape, device="cuda")
             Sg = S.clone().requires_grad_(True)
             cells = S.numel()
