@@ -20,6 +20,7 @@ if [ -z "$rev" ]; then
   src=$ROOT  # the working tree
   build=build-variant-$name
 else
+  rev=$(git rev-parse "$rev")  # here: in the worktree, HEAD would be the worktree's own
   src=/tmp/softalign-variant-$name
   [ -d "$src" ] || git worktree add -q --detach "$src" "$rev"
   git -C "$src" checkout -q --detach "$rev"
