@@ -22,6 +22,8 @@
 // read it, and the local end (best, soft sum, argmax).
 #pragma once
 
+#include <type_traits>
+
 #include "../views.h"
 
 namespace softalign {
@@ -380,6 +382,24 @@ struct Weights {
   }
 };
 
+// Weights' exp2s without its branches, for the steps whose every cell has a finite or -inf value
+// (t > 0; see the adjoint's step loop): -inf only comes out of terms that are all -inf, whose
+// weights smax_weights makes zero, as here.
+struct PlainWeights {
+  float scale;  // log2(e) / t
+
+  template <int K>
+  __device__ __forceinline__ void of(const float (&x)[K], float v, float /*e*/,
+                                    float (&w)[K]) const {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      w[k] = v == -INFINITY ? 0.f : dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
+    }
+  }
+  // Whether a value (as `of` gets it) takes these weights: not NaN, not +inf.
+  __device__ static bool takes(float v) { return v == v && v != INFINITY; }
+};
+
 // The adjoint of one cell (DESIGN "One cell, forward and backward"): given its adjoint `e` and
 // saved values `self` (per state) and the saved values of its predecessors, the pushes to the
 // cells it was built from (diagonal, up, left; per state), the gradient of its score and of the
@@ -390,11 +410,12 @@ struct CellAdjoint {
   float to_diag[kStates], to_up[kStates], to_left[kStates];
   float ds = 0.f;
 
-  // Interior cell (j >= 1); `diag`, `up`, `left` are the saved values, per state.
-  template <bool kHard>
+  // Interior cell (j >= 1); `diag`, `up`, `left` are the saved values, per state. Wts: Weights or
+  // PlainWeights.
+  template <class Wts>
   __device__ __forceinline__ void interior(const float* e, const float* self, const float* diag,
                                            const float* up, const float* left, float s, float o,
-                                           float ext, bool local, const Weights<kHard>& weights,
+                                           float ext, bool local, const Wts& weights,
                                            float& d_open, float& d_extend) {
     if constexpr (kAffine) {
       {  // Y = smax_t(A + o, X + o, Y + e) at (i, j - 1)
@@ -431,11 +452,10 @@ struct CellAdjoint {
   }
 
   // Column 0 (SPEC boundaries): global only, X[i][0] (affine) or H[i][0] = H[i-1][0] + g.
-  template <bool kHard>
+  template <class Wts>
   __device__ __forceinline__ void column_zero(const float* e, const float* self, const float* up,
-                                              float o, float ext, bool local,
-                                              const Weights<kHard>& weights, float& d_open,
-                                              float& d_extend) {
+                                              float o, float ext, bool local, const Wts& weights,
+                                              float& d_open, float& d_extend) {
 #pragma unroll
     for (int st = 0; st < kStates; ++st) to_diag[st] = to_up[st] = to_left[st] = 0.f;
     if (local) return;
@@ -449,10 +469,10 @@ struct CellAdjoint {
 
  private:
   // X = smax_t(A + o, X + e) at (i - 1, j)
-  template <bool kHard>
+  template <class Wts>
   __device__ __forceinline__ void vertical(float ex, float value, const float* up, float o,
-                                           float ext, const Weights<kHard>& weights,
-                                           float& d_open, float& d_extend) {
+                                           float ext, const Wts& weights, float& d_open,
+                                           float& d_extend) {
     if constexpr (kAffine) {
       using Terms = dp::AffineVerticalTerms;
       float x[2], w[2];
@@ -899,6 +919,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // whole chunks): the short pairs' linear adjoint, (65536, 32^2), 722 us with one, 801 us with
   // two. Session 6 had found two better (1.45 -> 1.34 ms forward + backward) while a skipped step
   // cost every slab in flight a register move, which waited for its load.
+  // (Session 12, with the plain steps below: two ahead still gained nothing, 572 -> 574 us.)
   constexpr int kDepth = R >= 4 ? 1 : 4 / R;
   float cur[kStates][R], left[kStates][R], pipe[kDepth][kStates][R];
   float up_cur[kStates], up_left[kStates], above_pipe[kDepth][kStates];
@@ -942,6 +963,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float scale = dp::device::exp2_scale(c.temperature);
   const float seed_exp2 = soft ? scale : 0.f;
   const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
+  // Plain steps (see the step loop): all but the long pairs' affine adjoint, which lost 3% with
+  // them (H200 A/B session 12: (32, 1024^2) 1085 -> 1117 us, (1, 4096^2) 3727 -> 3851 us).
+  constexpr bool kPlainSteps = !kHard && !(kAffine && G == 32 && R == 1);
+  const PlainWeights plain_weights{scale};
 
   // See move_tile. The long affine adjoint loads by row offsets: H200 A/B (session 11) 1133 -> 1085
   // us at (32, 1024^2), 3817 -> 3735 us at (1, 4096^2); the linear one lost 2-4% with them.
@@ -984,9 +1009,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     Sw::wait_for_tiles(next);
     __syncwarp();
 
-#pragma unroll 4  // not kW: a quarter of the code, and measured faster (fewer registers live; the
-                  // long pairs' adjoint, H200 A/B session 11, (32, 1024^2): 682 us, 720 at 8,
-                  // 877 at 16, 787 at 2)
+    // Steps unrolled: 4 for the long pairs, 2 for the short ones; not kW (fewer registers live).
+    // H200 A/B: the long pairs' adjoint (session 11, (32, 1024^2)) 682 us at 4, 720 at 8, 877 at
+    // 16, 787 at 2; the short pairs' (session 12, with plain steps, (65536, 32^2)) linear 596 us
+    // at 4, 572 at 2, 599 at 1, 666 at 8; affine 878, 759, 822, 986.
+    constexpr int kUnroll = G < 32 ? 2 : 4;
+#pragma unroll kUnroll
     for (int w = kW - 1; w >= 0; --w) {
       const int step = k * kW + w;
       const int j = step - l;
@@ -1013,58 +1041,100 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         push_up[st] = below_up[st];
         push_diag[st] = below_diag[st];
       }
+      // The lane's rows at this step, bottom-up. kPlain: straight-line code, no branch per cell,
+      // so that the compiler interleaves the rows' independent work (their weights); else a
+      // branch per cell for column 0 and for the weights of non-finite values.
+      const auto sweep_rows = [&](auto plain) {
+        constexpr bool kPlain = decltype(plain)::value;
 #pragma unroll
-      for (int r = R - 1; r >= 0; --r) {
-        const int i = first_row + r;
-        const bool inside = column_inside && i <= m;
-        float e[kStates];
+        for (int r = R - 1; r >= 0; --r) {
+          const int i = first_row + r;
+          const bool inside = column_inside && i <= m;
+          float e[kStates];
 #pragma unroll
-        for (int st = 0; st < kStates; ++st) {
-          e[st] = inside ? from_right[st][r] + push_up[st] + push_diag[st] : 0.f;
-        }
-        // The seeds (SPEC "Gradients").
-        if constexpr (kEnds == Ends::kMax) {
-          if (i == end.i && j == end.j) e[0] += g;  // a cell of the item: j >= 1, i <= m
-        } else if constexpr (kEnds == Ends::kSoft) {
-          // normalised: the seeds of all cells and of the empty alignment sum to g
-          const float seed = seed_scale * dp::device::ex2((cur[0][r] - end.best) * seed_exp2);
-          e[0] += inside && j >= 1 ? seed : 0.f;
-        } else if (inside && i == m && j == n) {  // SPEC: smax_t(A, X, Y) at (m, n)
-          if constexpr (kAffine) {
-            float last[3] = {cur[0][r], cur[1][r], cur[2][r]}, wl[3];
-            dp::smax_weights(last, c.temperature, wl);
+          for (int st = 0; st < kStates; ++st) {
+            e[st] = inside ? from_right[st][r] + push_up[st] + push_diag[st] : 0.f;
+          }
+          // The seeds (SPEC "Gradients").
+          if constexpr (kEnds == Ends::kMax) {
+            const bool seeded = i == end.i && j == end.j;  // a cell of the item: j >= 1, i <= m
+            if constexpr (kPlain) {
+              e[0] = seeded ? e[0] + g : e[0];
+            } else if (seeded) {
+              e[0] += g;
+            }
+          } else if constexpr (kEnds == Ends::kSoft) {
+            // normalised: the seeds of all cells and of the empty alignment sum to g
+            const float seed = seed_scale * dp::device::ex2((cur[0][r] - end.best) * seed_exp2);
+            e[0] += inside && j >= 1 ? seed : 0.f;
+          } else if (!(kPlain && kAffine) && inside && i == m && j == n) {  // SPEC: smax_t(A, X, Y)
+            if constexpr (kAffine) {  // at (m, n); never in a plain step
+              float last[3] = {cur[0][r], cur[1][r], cur[2][r]}, wl[3];
+              dp::smax_weights(last, c.temperature, wl);
 #pragma unroll
-            for (int st = 0; st < kStates; ++st) e[st] += g * wl[st];
+              for (int st = 0; st < kStates; ++st) e[st] += g * wl[st];
+            } else {
+              e[0] += g;
+            }
+          }
+          float vs[kStates], vd[kStates], vu[kStates], vl[kStates];
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) {
+            vs[st] = cur[st][r];
+            vu[st] = r > 0 ? cur[st][r - 1] : up_cur[st];
+            vd[st] = r > 0 ? left[st][r - 1] : up_left[st];
+            vl[st] = left[st][r];
+          }
+          Adj a;
+          if (kPlain || j >= 1) {
+            const float s = my_tile[Sw::tile_at(r, w, l)];
+            if constexpr (kPlain) {
+              a.interior(e, vs, vd, vu, vl, s, o, ext, c.local, plain_weights, d_open, d_extend);
+            } else {
+              a.interior(e, vs, vd, vu, vl, s, o, ext, c.local, weights, d_open, d_extend);
+            }
+            my_tile[Sw::tile_at(r, w, l)] = a.ds;  // d S, written out with the chunk
           } else {
-            e[0] += g;
+            a.column_zero(e, vs, vu, o, ext, c.local, weights, d_open, d_extend);
+          }
+#pragma unroll
+          for (int st = 0; st < kStates; ++st) {
+            from_right[st][r] = a.to_left[st];
+            push_up[st] = a.to_up[st];
+            push_diag[st] = diag_prev[st][r];
+            diag_prev[st][r] = a.to_diag[st];
           }
         }
-        float vs[kStates], vd[kStates], vu[kStates], vl[kStates];
+      };
+      // Plain steps: every lane at a column j >= 1 (step >= G), every weight's value finite or
+      // -inf (with affine, A's value less S), t > 0, and no lane at the global affine end (its
+      // seed takes smax_weights). Whole warps, so that no lane diverges.
+      bool plain = kPlainSteps && step >= G;
 #pragma unroll
-        for (int st = 0; st < kStates; ++st) {
-          vs[st] = cur[st][r];
-          vu[st] = r > 0 ? cur[st][r - 1] : up_cur[st];
-          vd[st] = r > 0 ? left[st][r - 1] : up_left[st];
-          vl[st] = left[st][r];
-        }
-        Adj a;
-        if (j >= 1) {
+      for (int r = 0; r < R; ++r) {
+        if constexpr (kAffine) {
           const float s = my_tile[Sw::tile_at(r, w, l)];
-          a.interior(e, vs, vd, vu, vl, s, o, ext, c.local, weights, d_open, d_extend);
-          my_tile[Sw::tile_at(r, w, l)] = a.ds;  // d S, written out with the chunk
+          plain = plain && PlainWeights::takes(cur[dp::kA][r] - s) &&
+                  PlainWeights::takes(cur[dp::kX][r]) && PlainWeights::takes(cur[dp::kY][r]);
         } else {
-          a.column_zero(e, vs, vu, o, ext, c.local, weights, d_open, d_extend);
-        }
-#pragma unroll
-        for (int st = 0; st < kStates; ++st) {
-          from_right[st][r] = a.to_left[st];
-          push_up[st] = a.to_up[st];
-          push_diag[st] = diag_prev[st][r];
-          diag_prev[st][r] = a.to_diag[st];
+          plain = plain && PlainWeights::takes(cur[0][r]);
         }
       }
-      // Row 0 of the lane: its pushes go to lane l - 1's last row, or (lane 0) to the ring.
-      if (l == 0 && m > 0 && column_inside) {
+      if constexpr (kAffine && kEnds == Ends::kGlobal) {
+        plain = plain && !(j == n && m >= first_row && m < first_row + R);
+      }
+      if constexpr (kPlainSteps) {
+        if (__all_sync(kFullMask, plain)) {
+          sweep_rows(std::true_type{});
+        } else {
+          sweep_rows(std::false_type{});
+        }
+      } else {
+        sweep_rows(std::false_type{});
+      }
+      // Row 0 of the lane: its pushes go to lane l - 1's last row, or (lane 0) to the ring, which
+      // the stripe above reads, or with one stripe the global mode's sweep of row 0.
+      if ((Sh::kStacked || !is_local(kEnds)) && l == 0 && m > 0 && column_inside) {
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
           ring_put(ring_out + st * W + j, push_up[st], tag);
