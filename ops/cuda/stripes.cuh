@@ -226,7 +226,9 @@ struct End {
               // A/B: its kernel 3-7% faster than with a branch, linear and affine). A lane's
               // cells come in column order, rows in order within a column, so a tie is first
               // in row-major order only if its row is smaller (before(), for a later cell).
-      const bool take = v > best || (v != v && best == best) || (v == best && vi < i);
+              // `|` and `&`, not `||` and `&&`: the compiler made the short circuits branches,
+              // one per cell.
+      const bool take = (v > best) | ((v != v) & (best == best)) | ((v == best) & (vi < i));
       best = take ? v : best;
       i = take ? vi : i;
       j = take ? vj : j;
