@@ -4,6 +4,8 @@ batches of short pairs), several stripes of one pair pipelined across warps (lon
 per lane), and taller stripes (many long pairs); lengths make items of one warp differ. The
 float32 CPU backend is the reference here (test_properties checks it against SPEC's float64
 reference); CUDA must match it to float32 rounding, and repeat itself bit for bit."""
+import math
+
 import pytest
 import torch
 
@@ -47,6 +49,28 @@ def test_cuda_schedule_matches_cpu(model, schedule, end):
         return  # t = 0: gradients follow argmax choices that rounding may flip
     for name in want_grads:
         close(grads[name], want_grads[name], f"d score / d {name}")
+
+
+@pytest.mark.parametrize("end", ENDS[:3], ids=["-".join(map(str, e)) for e in ENDS[:3]])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_schedule_masked_scores_match_cpu(model, schedule, end):
+    """-inf scores (a mask) all over, and NaN and +inf in an item each: the adjoint then mixes
+    its branch-free steps (every value finite or -inf) with its checked ones, step by step and
+    warp by warp (stripes.cuh, the plain steps)."""
+    B, M, N = SCHEDULES[schedule]
+    p = make_problem(model, *end, B=B, M=M, N=N, penalties="item", lengths=True, seed=B + N)
+    gen = torch.Generator().manual_seed(M)
+    p.scores[torch.rand(B, M, N, generator=gen, dtype=torch.float64) < 0.1] = -math.inf
+    if B >= 2:  # in items of the whole block (make_problem keeps item 0's)
+        p.lengths_a[1], p.lengths_b[1] = M, N
+        p.scores[0, M // 2, N // 2] = math.nan
+        p.scores[1, 0, N - 1] = math.inf
+    cpu = evaluate(softalign.smith_waterman, p.on("cpu", torch.float32))
+    cuda = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
+    close(cuda[0], cpu[0], "score")
+    for name in cpu[1]:
+        close(cuda[1][name], cpu[1][name], f"d score / d {name}")
 
 
 @pytest.mark.parametrize("schedule", ["items_per_warp", "stripes_pipelined"])
