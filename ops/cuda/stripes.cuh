@@ -1108,24 +1108,24 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           }
         }
       };
-      // Plain steps: every lane at a column j >= 1 (step >= G), every weight's value finite or
-      // -inf (with affine, A's value less S), t > 0, and no lane at the global affine end (its
-      // seed takes smax_weights). Whole warps, so that no lane diverges.
-      bool plain = kPlainSteps && step >= G;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if constexpr (kAffine) {
-          const float s = my_tile[Sw::tile_at(r, w, l)];
-          plain = plain && PlainWeights::takes(cur[dp::kA][r] - s) &&
-                  PlainWeights::takes(cur[dp::kX][r]) && PlainWeights::takes(cur[dp::kY][r]);
-        } else {
-          plain = plain && PlainWeights::takes(cur[0][r]);
-        }
-      }
-      if constexpr (kAffine && kEnds == Ends::kGlobal) {
-        plain = plain && !(j == n && m >= first_row && m < first_row + R);
-      }
       if constexpr (kPlainSteps) {
+        // Plain steps: every lane at a column j >= 1 (step >= G), every weight's value finite or
+        // -inf (with affine, A's value less S), t > 0, and no lane at the global affine end (its
+        // seed takes smax_weights). Whole warps, so that no lane diverges.
+        bool plain = step >= G;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if constexpr (kAffine) {
+            const float s = my_tile[Sw::tile_at(r, w, l)];
+            plain = plain && PlainWeights::takes(cur[dp::kA][r] - s) &&
+                    PlainWeights::takes(cur[dp::kX][r]) && PlainWeights::takes(cur[dp::kY][r]);
+          } else {
+            plain = plain && PlainWeights::takes(cur[0][r]);
+          }
+        }
+        if constexpr (kAffine && kEnds == Ends::kGlobal) {
+          plain = plain && !(j == n && m >= first_row && m < first_row + R);
+        }
         if (__all_sync(kFullMask, plain)) {
           sweep_rows(std::true_type{});
         } else {
