@@ -335,21 +335,16 @@ __device__ __forceinline__ void cell(int j, float s, float o, float e,
                                      const dp::Config<float>& c, const Temperature& tp,
                                      const float* diag, const float* up, float* left) {
   const float ninf = dp::neg_inf<float>();
-  if constexpr (kAffine) {
-    if (j == 0) {  // SPEC column 0: A = Y = -inf; X = -inf (local) or X/A[i-1][0] (global)
-      float xv[2];
-      dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
-      left[dp::kX] = c.local ? ninf : tp.smax(xv);
-      left[dp::kA] = left[dp::kY] = ninf;
-      return;
-    }
+  if constexpr (kAffine) {  // selects, not a branch, as linear's column 0 below
     float xa[4], xv[2], xh[3];
     dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], c.local, xa);
     dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
     dp::AffineHorizontalTerms::of(left[dp::kA], left[dp::kX], left[dp::kY], o, e, xh);
-    left[dp::kA] = s + tp.smax(xa);
-    left[dp::kX] = tp.smax(xv);
-    left[dp::kY] = tp.smax(xh);
+    const float a = s + tp.smax(xa), x = tp.smax(xv), y = tp.smax(xh);
+    // SPEC column 0: A = Y = -inf; X = -inf (local) or X/A[i-1][0] (global), the same terms
+    left[dp::kA] = j == 0 ? ninf : a;
+    left[dp::kX] = j == 0 && c.local ? ninf : x;
+    left[dp::kY] = j == 0 ? ninf : y;
   } else {  // a select, not a branch: the lanes meet column 0 at different steps
     float x[4];
     dp::LinearTerms::of(diag[0], up[0], left[0], s, o, c.local, x);
