@@ -120,6 +120,16 @@ __device__ __forceinline__ void ring_put(RingEntry* entry, float value, unsigned
   const RingEntry word = (RingEntry(tag) << 32) | __float_as_uint(value);
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(entry), "l"(word) : "memory");
 }
+// The same where `put` holds: a predicated store, not a branch around it. The forwards put from
+// one lane per step, and a branch there cost each step a divergent region and its reconvergence
+// (H200 A/B session 13, with the affine cell's column 0 by selects: the long affine forward
+// (32, 1024^2) 0.577 -> 0.520 ms, (1, 4096^2) 2.01 -> 1.56 ms). The adjoint keeps the branch.
+__device__ __forceinline__ void ring_put_where(bool put, RingEntry* entry, float value, unsigned tag) {
+  const RingEntry word = (RingEntry(tag) << 32) | __float_as_uint(value);
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n @p st.relaxed.gpu.global.b64 [%0], %1;\n}"
+      ::"l"(entry), "l"(word), "r"(unsigned(put)) : "memory");
+}
 __device__ __forceinline__ RingEntry ring_load(const RingEntry* entry) {
   RingEntry word;
   asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(entry) : "memory");
@@ -668,6 +678,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (int k = 0; k * kW < steps; ++k) {
     __syncwarp();  // every lane is done with the chunk before
     float* const my_tile = Sw::tile_of(warp_smem, grp, k);
+    // The ring entry of this lane's column at the chunk's first step (state 0; a state is W on).
+    RingEntry* const put_chunk = ring_out + (k * kW - l);
     // The scores first: they wait for nothing, so their copies overlap the wait for the row
     // above (and, with two buffers, the sweep of this chunk).
     const bool next = (k + 1) * kW < steps;
@@ -766,9 +778,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           }
         }
       }
-      if (l == G - 1 && leaves_row && j >= 0 && j <= n) {
+      if constexpr (Sh::kStacked) {
+        const bool put = l == G - 1 && leaves_row && j >= 0 && j <= n;
 #pragma unroll
-        for (int st = 0; st < kStates; ++st) ring_put(ring_out + st * W + j, u[st], tag);
+        for (int st = 0; st < kStates; ++st) ring_put_where(put, put_chunk + w + st * W, u[st], tag);
       }
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {
@@ -1131,6 +1144,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
       // Row 0 of the lane: its pushes go to lane l - 1's last row, or (lane 0) to the ring, which
       // the stripe above reads, or with one stripe the global mode's sweep of row 0.
+      // A branch, not ring_put_where: the long affine adjoint lost 5% with that (H200 A/B
+      // session 13: (32, 1024^2) 1071 -> 1126 us, (1, 4096^2) 3707 -> 3901 us).
       if ((Sh::kStacked || !is_local(kEnds)) && l == 0 && m > 0 && column_inside) {
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
