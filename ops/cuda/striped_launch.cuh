@@ -73,7 +73,7 @@ struct Launch {
     // aligned) and, with several stripes, zeroed (no stale tag may match).
     const int64_t ring = (S > 1 ? 2 : 1) * stripes::kRingFloats * W;
     ws.scratch_per_item = 2 * ceil_div(int64_t(kStates) * std::max({3 * W, M + 3, ring}), 2);
-    ws.scratch = floats(B * ws.scratch_per_item, /*zeroed=*/S > 1);
+    ws.scratch = floats(B * ws.scratch_per_item + 2 * stripes::kRingReadPast, /*zeroed=*/S > 1);
     if (S > 1) ws.stripe_ends = floats(B * S * 4);
     if (save) {
       ws.values = floats(B * S * geo.steps * Sh::kSlab);

@@ -34,6 +34,9 @@ constexpr int kWarpsPerBlock = 4;
 // Steps per staged chunk (and per hand-over between stripes). H200 A/B of the long pairs' shape
 // (session 5): 8 and 32 steps were 5-30% slower than 16.
 constexpr int kChunkSteps = 16;
+#ifndef SOFTALIGN_RING_BATCH
+#define SOFTALIGN_RING_BATCH 4
+#endif
 // The forwards of the short pairs' linear shapes (G < 32) sweep chunks of half that, two
 // buffers (about the shared memory of one), so that a chunk's scores load while the one before
 // is swept. H200 A/B (session 7, (65536, 32^2)): forward 0.188 -> 0.177 ms, saving forward
@@ -109,6 +112,9 @@ struct Workspace {
 // start at 1, and the adjoint's follow the forward's (the two launches share the ring).
 using RingEntry = unsigned long long;
 constexpr int kRingFloats = 2 * 2;  // floats of one slot per state and column: 2 planes, 64 bits
+// Entries that a stream (RingStream) may read past the end of a plane: the host pads the
+// workspace's end with as many, so that the last item's reads stay inside it.
+constexpr int kRingReadPast = kChunkSteps;
 
 template <int kStates>
 __device__ __forceinline__ RingEntry* ring_slot(const Workspace& ws, const Geometry& geo,
@@ -171,6 +177,64 @@ __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, i
     __nanosleep(20);
   }
 }
+// Lane 0's entries of the ring in a forward: the row above, kBatch columns at a time, each batch
+// loaded while the one before is swept, so that the round trip to L2 overlaps the sweep and the
+// stripe below starts soon after the columns it needs are written, rather than when a whole chunk
+// of them is (with a chunk at once, stripe s waited for the 16th column of its chunk, which stripe
+// s - 1 writes 47 steps after the first, and then for the round trip). Entries that were not yet
+// written when loaded are loaded again when taken, the whole warp waiting. Columns past n are
+// loaded too (the host pads the ring's end) but neither waited for nor used. Lanes that do not
+// stream (stripe 0, lanes other than 0) load nothing and take whatever is in their words.
+template <int kStates, int kBatch>
+struct RingStream {
+  const RingEntry* ring;  // plane 0 of the slot
+  bool streaming;
+  unsigned tag;
+  int64_t plane;  // entries from one state to the next: N + 1
+  int n;
+  RingEntry word[kBatch][kStates];  // the batch in flight
+
+  // Starts loading columns j0 .. j0 + kBatch - 1. Not volatile: nothing orders these loads
+  // against the sweep's own memory accesses, and the scheduler may issue them early.
+  __device__ void request(int j0) {
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) {
+      const RingEntry* at = ring + st * plane + j0;
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q) {
+        if (streaming) asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word[q][st]) : "l"(at + q));
+      }
+    }
+  }
+  // Those columns' values (dst[q][st]), once every entry up to column n carries the tag.
+  __device__ void take(int j0, float (&dst)[kBatch][kStates]) {
+    bool stale[kBatch][kStates];
+    const auto check = [&] {
+      bool any = false;
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q)
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) {
+          stale[q][st] = streaming & (j0 + q <= n) & (unsigned(word[q][st] >> 32) != tag);
+          any |= stale[q][st];
+        }
+      return any;
+    };
+    bool waiting = check();
+    while (__any_sync(kFullMask, waiting)) {
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q)
+#pragma unroll
+        for (int st = 0; st < kStates; ++st)
+          if (stale[q][st]) word[q][st] = ring_load(ring + st * plane + j0 + q);
+      waiting = check();
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q)
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) dst[q][st] = __uint_as_float(unsigned(word[q][st]));
+  }
+};
 // The value of an entry this lane wrote itself.
 __device__ __forceinline__ float ring_value(RingEntry word) { return __uint_as_float(unsigned(word)); }
 
@@ -672,6 +736,20 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   RowZero<kAffine> row0;
   const Temperature tp(c.temperature);
 
+  // The linear model's stacked forward without grad streams lane 0's row above from the ring
+  // (RingStream); the others take it a chunk at a time. H200 A/B (session 13, batches of 4
+  // columns): that forward gained 3-9% ((32, 1024^2) 0.372-0.386 -> 0.366 ms, (1, 4096^2)
+  // 1.335 -> 1.21 ms; batches of 2: 0.439, 1.656 ms), but the saving one lost 8-9% (380 -> 415
+  // us, 1.30 -> 1.41 ms) and the affine ones 3-10% (the affine forward's registers went from 80
+  // to 125).
+  constexpr bool kStreamRing = Sh::kStacked && !kAffine && !kSave;
+  constexpr int kRingBatch = SOFTALIGN_RING_BATCH;
+  static_assert(kW % kRingBatch == 0 && kRingBatch <= kRingReadPast, "whole batches per chunk");
+  RingStream<kStates, kRingBatch> ring{ring_in, kStreamRing && l == 0 && ring_in != nullptr,
+                                       tag - 1, W, n};
+  float from_ring[kRingBatch][kStates];
+  if constexpr (kStreamRing) ring.request(0);
+
   if (Sh::kBuffers == 2 && steps > 0) {
     Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, 0), scores, nullptr, m, n, l, i0, 0, N);
   }
@@ -699,7 +777,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           for (int st = 0; st < kStates; ++st) my_above[st * kW + w] = row0.v[st];
         }
       }
-    } else if constexpr (Sh::kStacked) {
+    } else if constexpr (Sh::kStacked && !kStreamRing) {
       ring_take<kStates * kW, G>(ring_in, tag - 1, l, my_above, [&](int q) -> int64_t {
         const int j = k * kW + q % kW;
         return m > 0 && j <= n ? (q / kW) * W + j : -1;
@@ -729,9 +807,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int w = 0; w < kW; ++w) {
       const int step = k * kW + w;
       const int j = step - l;  // this lane's column at this step
+      if (kStreamRing && w % kRingBatch == 0) {
+        ring.take(step, from_ring);
+        ring.request(step + kRingBatch);
+      }
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {  // lane 0's row above; the others' came by shuffle
-        const float above = my_above[st * kW + w];
+        const float above =
+            kStreamRing && stripe > 0 ? from_ring[w % kRingBatch][st] : my_above[st * kW + w];
         up[st] = l == 0 ? above : up[st];
       }
       float u[kStates], d[kStates];  // above and above-left of the current row
