@@ -4,7 +4,8 @@ same cells and warps whose items are one stripe each (M = 32, the same one-row-p
 so the difference is the pipeline (its fill and the ring). Then the kernels of each case's
 forward + backward, from torch.profiler.
 
-    SOFTALIGN_LIBRARY=build-cuda/libsoftalign.so python3 tools/stripe_cost.py [--affine] [--only 65536,32,32]
+    SOFTALIGN_LIBRARY=build-cuda/libsoftalign.so python3 tools/stripe_cost.py [--affine | --models linear,affine]
+        [--only 65536,32,32 [--only 1,4096,4096 ...]]
 """
 import argparse
 import statistics
@@ -54,13 +55,15 @@ def kernels_us(fn):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--affine", action="store_true")
-    ap.add_argument("--only", help="only the case of this shape, e.g. 65536,32,32")
+    ap.add_argument("--affine", action="store_true", help="the affine model (as --models affine)")
+    ap.add_argument("--models", default="linear", help="gap models, comma-separated")
+    ap.add_argument("--only", action="append", help="only the cases of these shapes, e.g. 65536,32,32")
     args = ap.parse_args()
-    gaps = dict(gap_open=-1.0, gap_extend=-0.5) if args.affine else dict(gap_open=-1.0)
-    for pair in PAIRS:
+    models = ["affine"] if args.affine else args.models.split(",")
+    for model, pair in ((model, pair) for model in models for pair in PAIRS):
+        gaps = dict(gap_open=-1.0, gap_extend=-0.5) if model == "affine" else dict(gap_open=-1.0)
         for shape in pair:
-            if args.only and ",".join(map(str, shape)) != args.only:
+            if args.only and ",".join(map(str, shape)) not in args.only:
                 continue
             S = torch.randn(*shape, device="cuda")
             Sg = S.clone().requires_grad_(True)
@@ -72,7 +75,7 @@ def main():
                 softalign.smith_waterman(Sg, **gaps).sum().backward()
 
             both = median_ms(forward_backward)
-            print(f"{str(shape):18} fwd {fwd:8.3f} ms {cells / fwd / 1e6:7.1f} GCUPS   "
+            print(f"{model:6} {str(shape):18} fwd {fwd:8.3f} ms {cells / fwd / 1e6:7.1f} GCUPS   "
                   f"fwd+bwd {both:8.3f} ms {cells / both / 1e6:7.1f} GCUPS", flush=True)
             for name, us in sorted(kernels_us(forward_backward).items(), key=lambda kv: -kv[1]):
                 print(f"    {us:9.1f} us  {name}")
