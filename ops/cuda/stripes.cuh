@@ -12,10 +12,10 @@
 //
 // Stripes. A warp takes one work unit: one stripe of its items. Units are handed out in order by
 // an atomic ticket, so a unit only ever waits for units already running: stripe s reads the
-// boundary row that stripe s - 1 leaves in a two-slot ring in global memory, chunk by chunk,
-// waiting for each entry to carry the tag of its writer (the adjoint runs the stripes bottom-up
-// and passes the pushes into the row above the same way). One long pair so keeps M / (G R) warps
-// busy.
+// boundary row that stripe s - 1 leaves in a two-slot ring in global memory, chunk by chunk (or
+// a few columns at a time: RingStream), waiting for each entry to carry the tag of its writer
+// (the adjoint runs the stripes bottom-up and passes the pushes into the row above the same way).
+// One long pair so keeps M / (G R) warps busy.
 //
 // What the adjoint needs from the forward: every DP value, saved one slab per step (the step's
 // cells, [state][row][lane]: coalesced for both sweeps), the row above each stripe as lane 0
@@ -34,9 +34,6 @@ constexpr int kWarpsPerBlock = 4;
 // Steps per staged chunk (and per hand-over between stripes). H200 A/B of the long pairs' shape
 // (session 5): 8 and 32 steps were 5-30% slower than 16.
 constexpr int kChunkSteps = 16;
-#ifndef SOFTALIGN_RING_BATCH
-#define SOFTALIGN_RING_BATCH 4
-#endif
 // The forwards of the short pairs' linear shapes (G < 32) sweep chunks of half that, two
 // buffers (about the shared memory of one), so that a chunk's scores load while the one before
 // is swept. H200 A/B (session 7, (65536, 32^2)): forward 0.188 -> 0.177 ms, saving forward
@@ -112,9 +109,11 @@ struct Workspace {
 // start at 1, and the adjoint's follow the forward's (the two launches share the ring).
 using RingEntry = unsigned long long;
 constexpr int kRingFloats = 2 * 2;  // floats of one slot per state and column: 2 planes, 64 bits
-// Entries that a stream (RingStream) may read past the end of a plane: the host pads the
-// workspace's end with as many, so that the last item's reads stay inside it.
+// Columns per batch of a RingStream, and the entries it may read past the end of a plane (the
+// host pads the workspace's end with as many, so that the last item's reads stay inside it).
+constexpr int kRingBatch = 4;
 constexpr int kRingReadPast = kChunkSteps;
+static_assert(kChunkSteps % kRingBatch == 0 && kRingBatch <= kRingReadPast, "whole batches");
 
 template <int kStates>
 __device__ __forceinline__ RingEntry* ring_slot(const Workspace& ws, const Geometry& geo,
@@ -737,14 +736,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const Temperature tp(c.temperature);
 
   // The linear model's stacked forward without grad streams lane 0's row above from the ring
-  // (RingStream); the others take it a chunk at a time. H200 A/B (session 13, batches of 4
-  // columns): that forward gained 3-9% ((32, 1024^2) 0.372-0.386 -> 0.366 ms, (1, 4096^2)
-  // 1.335 -> 1.21 ms; batches of 2: 0.439, 1.656 ms), but the saving one lost 8-9% (380 -> 415
-  // us, 1.30 -> 1.41 ms) and the affine ones 3-10% (the affine forward's registers went from 80
-  // to 125).
+  // (RingStream); the others take it a chunk at a time. H200 A/B (session 13, 2-4 runs each):
+  // that forward gained 3-9% ((32, 1024^2) 0.372-0.393 -> 0.365-0.371 ms, (1, 4096^2)
+  // 1.33-1.34 -> 1.21-1.27 ms; batches of 2 columns: 0.439, 1.656 ms; of 8: 0.38, 1.20 ms;
+  // chunks of 32 steps: 0.36, 1.25 ms). The saving forward lost 8-9% with it (380 -> 415 us,
+  // 1.30 -> 1.41 ms), the affine ones 3-10% (the affine forward's registers went from 80 to
+  // 125), and the linear adjoint, streaming the pushes from below, 18-23% (655 -> 807 us,
+  // 2.38 -> 2.81 ms).
   constexpr bool kStreamRing = Sh::kStacked && !kAffine && !kSave;
-  constexpr int kRingBatch = SOFTALIGN_RING_BATCH;
-  static_assert(kW % kRingBatch == 0 && kRingBatch <= kRingReadPast, "whole batches per chunk");
+  static_assert(kW % kRingBatch == 0, "whole batches per chunk");
   RingStream<kStates, kRingBatch> ring{ring_in, kStreamRing && l == 0 && ring_in != nullptr,
                                        tag - 1, W, n};
   float from_ring[kRingBatch][kStates];
