@@ -301,7 +301,9 @@ struct End {
               // in row-major order only if its row is smaller (before(), for a later cell).
               // `|` and `&`, not `||` and `&&`: the compiler made the short circuits branches,
               // one per cell.
-      const bool take = (v > best) | ((v != v) & (best == best)) | ((v == best) & (vi < i));
+      // NaN sticks, and NaNs tie with each other (the row-major first NaN, as on the CPU).
+      const bool first = vi < i;
+      const bool take = (v > best) | ((v != v) & ((best == best) | first)) | ((v == best) & first);
       best = take ? v : best;
       i = take ? vi : i;
       j = take ? vj : j;
@@ -317,8 +319,9 @@ struct End {
       };
       soft_sum = soft_sum * scale(best, o.best) + o.soft_sum * scale(o.best, best);
       best = top;
-    } else if (o.best > best || (o.best != o.best && best == best) ||
-               (o.best == best && before(o.i, o.j, i, j))) {
+    } else if (best != best ? o.best != o.best && before(o.i, o.j, i, j)  // NaNs tie
+                            : o.best != o.best || o.best > best ||
+                                  (o.best == best && before(o.i, o.j, i, j))) {
       best = o.best;
       i = o.i;
       j = o.j;
