@@ -109,11 +109,17 @@ struct Workspace {
 // start at 1, and the adjoint's follow the forward's (the two launches share the ring).
 using RingEntry = unsigned long long;
 constexpr int kRingFloats = 2 * 2;  // floats of one slot per state and column: 2 planes, 64 bits
-// Columns per batch of a RingStream, and the entries it may read past the end of a plane (the
-// host pads the workspace's end with as many, so that the last item's reads stay inside it).
-constexpr int kRingBatch = 4;
-constexpr int kRingReadPast = kChunkSteps;
-static_assert(kChunkSteps % kRingBatch == 0 && kRingBatch <= kRingReadPast, "whole batches");
+// Columns per batch of a RingStream and batches in flight. A stream reads up to column
+// n + 32 + kChunkSteps - 1 + kRingAhead * kRingBatch (the whole chunks of a warp's n + 32 steps,
+// and the batches requested from the last), past its plane's end; the host pads the workspace's
+// end with kRingReadPast entries, so that the last item's reads stay inside it.
+#ifndef SOFTALIGN_RING_AHEAD
+#define SOFTALIGN_RING_AHEAD 2
+#endif
+constexpr int kRingBatch = 4, kRingAhead = SOFTALIGN_RING_AHEAD;
+constexpr int kRingReadPast = 64;
+static_assert(kChunkSteps % (kRingBatch * kRingAhead) == 0, "whole rounds of batches per chunk");
+static_assert(kRingReadPast >= 32 + kChunkSteps + kRingAhead * kRingBatch, "the pad covers them");
 
 template <int kStates>
 __device__ __forceinline__ RingEntry* ring_slot(const Workspace& ws, const Geometry& geo,
@@ -176,37 +182,41 @@ __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, i
     __nanosleep(20);
   }
 }
-// Lane 0's entries of the ring in a forward: the row above, kBatch columns at a time, each batch
-// loaded while the one before is swept, so that the round trip to L2 overlaps the sweep and the
-// stripe below starts soon after the columns it needs are written, rather than when a whole chunk
-// of them is (with a chunk at once, stripe s waited for the 16th column of its chunk, which stripe
-// s - 1 writes 47 steps after the first, and then for the round trip). Entries that were not yet
-// written when loaded are loaded again when taken, the whole warp waiting. Columns past n are
-// loaded too (the host pads the ring's end) but neither waited for nor used. Lanes that do not
-// stream (stripe 0, lanes other than 0) load nothing and take whatever is in their words.
-template <int kStates, int kBatch>
+// Lane 0's entries of the ring in a forward: the row above, kBatch columns at a time, loaded
+// kAhead batches before the steps that take them, so that the round trip to L2 overlaps the
+// sweep and the stripe below starts soon after the columns it needs are written, rather than when
+// a whole chunk of them is (with a chunk at once, stripe s waited for the 16th column of its
+// chunk, which stripe s - 1 writes 47 steps after the first, and then for the round trip).
+// Entries that were not yet written when loaded are loaded again when taken, the whole warp
+// waiting. Columns past n are loaded too (the host pads the ring's end) but neither waited for
+// nor used. Lanes that do not stream (stripe 0, lanes other than 0) load nothing and take
+// whatever is in their words. Batch j0 / kBatch sits in slot (j0 / kBatch) % kAhead.
+template <int kStates, int kBatch, int kAhead>
 struct RingStream {
   const RingEntry* ring;  // plane 0 of the slot
   bool streaming;
   unsigned tag;
   int64_t plane;  // entries from one state to the next: N + 1
   int n;
-  RingEntry word[kBatch][kStates];  // the batch in flight
+  RingEntry word[kAhead][kBatch][kStates];  // the batches in flight
 
-  // Starts loading columns j0 .. j0 + kBatch - 1. Not volatile: nothing orders these loads
-  // against the sweep's own memory accesses, and the scheduler may issue them early.
-  __device__ void request(int j0) {
+  // Starts loading columns j0 .. j0 + kBatch - 1 into a slot. Not volatile: nothing orders
+  // these loads against the sweep's own memory accesses, and the scheduler may issue them early.
+  __device__ void request(int slot, int j0) {
 #pragma unroll
     for (int st = 0; st < kStates; ++st) {
       const RingEntry* at = ring + st * plane + j0;
 #pragma unroll
       for (int q = 0; q < kBatch; ++q) {
-        if (streaming) asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word[q][st]) : "l"(at + q));
+        if (streaming) {
+          asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word[slot][q][st]) : "l"(at + q));
+        }
       }
     }
   }
   // Those columns' values (dst[q][st]), once every entry up to column n carries the tag.
-  __device__ void take(int j0, float (&dst)[kBatch][kStates]) {
+  __device__ void take(int slot, int j0, float (&dst)[kBatch][kStates]) {
+    RingEntry (&w)[kBatch][kStates] = word[slot];
     bool stale[kBatch][kStates];
     const auto check = [&] {
       bool any = false;
@@ -214,7 +224,7 @@ struct RingStream {
       for (int q = 0; q < kBatch; ++q)
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
-          stale[q][st] = streaming & (j0 + q <= n) & (unsigned(word[q][st] >> 32) != tag);
+          stale[q][st] = streaming & (j0 + q <= n) & (unsigned(w[q][st] >> 32) != tag);
           any |= stale[q][st];
         }
       return any;
@@ -225,13 +235,13 @@ struct RingStream {
       for (int q = 0; q < kBatch; ++q)
 #pragma unroll
         for (int st = 0; st < kStates; ++st)
-          if (stale[q][st]) word[q][st] = ring_load(ring + st * plane + j0 + q);
+          if (stale[q][st]) w[q][st] = ring_load(ring + st * plane + j0 + q);
       waiting = check();
     }
 #pragma unroll
     for (int q = 0; q < kBatch; ++q)
 #pragma unroll
-      for (int st = 0; st < kStates; ++st) dst[q][st] = __uint_as_float(unsigned(word[q][st]));
+      for (int st = 0; st < kStates; ++st) dst[q][st] = __uint_as_float(unsigned(w[q][st]));
   }
 };
 // The value of an entry this lane wrote itself.
@@ -747,11 +757,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // 125), and the linear adjoint, streaming the pushes from below, 18-23% (655 -> 807 us,
   // 2.38 -> 2.81 ms).
   constexpr bool kStreamRing = Sh::kStacked && !kAffine && !kSave;
-  static_assert(kW % kRingBatch == 0, "whole batches per chunk");
-  RingStream<kStates, kRingBatch> ring{ring_in, kStreamRing && l == 0 && ring_in != nullptr,
-                                       tag - 1, W, n};
+  static_assert(kW % (kRingBatch * kRingAhead) == 0, "whole rounds of batches per chunk");
+  RingStream<kStates, kRingBatch, kRingAhead> ring{
+      ring_in, kStreamRing && l == 0 && ring_in != nullptr, tag - 1, W, n};
   float from_ring[kRingBatch][kStates];
-  if constexpr (kStreamRing) ring.request(0);
+  if constexpr (kStreamRing) {
+#pragma unroll
+    for (int a = 0; a < kRingAhead; ++a) ring.request(a, a * kRingBatch);
+  }
 
   if (Sh::kBuffers == 2 && steps > 0) {
     Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, 0), scores, nullptr, m, n, l, i0, 0, N);
@@ -811,8 +824,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       const int step = k * kW + w;
       const int j = step - l;  // this lane's column at this step
       if (kStreamRing && w % kRingBatch == 0) {
-        ring.take(step, from_ring);
-        ring.request(step + kRingBatch);
+        const int slot = (w / kRingBatch) % kRingAhead;  // = (step / kRingBatch) % kRingAhead
+        ring.take(slot, step, from_ring);
+        ring.request(slot, step + kRingAhead * kRingBatch);
       }
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {  // lane 0's row above; the others' came by shuffle
