@@ -113,10 +113,7 @@ constexpr int kRingFloats = 2 * 2;  // floats of one slot per state and column: 
 // n + 32 + kChunkSteps - 1 + kRingAhead * kRingBatch (the whole chunks of a warp's n + 32 steps,
 // and the batches requested from the last), past its plane's end; the host pads the workspace's
 // end with kRingReadPast entries, so that the last item's reads stay inside it.
-#ifndef SOFTALIGN_RING_AHEAD
-#define SOFTALIGN_RING_AHEAD 2
-#endif
-constexpr int kRingBatch = 4, kRingAhead = SOFTALIGN_RING_AHEAD;
+constexpr int kRingBatch = 4, kRingAhead = 2;
 constexpr int kRingReadPast = 64;
 static_assert(kChunkSteps % (kRingBatch * kRingAhead) == 0, "whole rounds of batches per chunk");
 static_assert(kRingReadPast >= 32 + kChunkSteps + kRingAhead * kRingBatch, "the pad covers them");
@@ -749,12 +746,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const Temperature tp(c.temperature);
 
   // The linear model's stacked forward without grad streams lane 0's row above from the ring
-  // (RingStream); the others take it a chunk at a time. H200 A/B (session 13, 2-4 runs each):
-  // that forward gained 3-9% ((32, 1024^2) 0.372-0.393 -> 0.365-0.371 ms, (1, 4096^2)
-  // 1.33-1.34 -> 1.21-1.27 ms; batches of 2 columns: 0.439, 1.656 ms; of 8: 0.38, 1.20 ms;
-  // chunks of 32 steps: 0.36, 1.25 ms). The saving forward lost 8-9% with it (380 -> 415 us,
-  // 1.30 -> 1.41 ms), the affine ones 3-10% (the affine forward's registers went from 80 to
-  // 125), and the linear adjoint, streaming the pushes from below, 18-23% (655 -> 807 us,
+  // (RingStream); the others take it a chunk at a time. H200 A/B (session 13, 2-4 runs each),
+  // one batch of 4 columns in flight: that forward gained 3-9% ((32, 1024^2) 0.372-0.393 ->
+  // 0.365-0.371 ms, (1, 4096^2) 1.33-1.34 -> 1.21-1.27 ms; batches of 2 columns: 0.439, 1.656
+  // ms; of 8: 0.38, 1.20 ms; chunks of 32 steps: 0.36, 1.25 ms); two batches in flight: (1,
+  // 4096^2) 1.28-1.36 -> 1.16 ms, (32, 1024^2) 0.374-0.376 -> 0.348-0.367 ms (with one, the
+  // streaming stripes stepped in 115-130 ns against stripe 0's 93: globaltimer stamps per
+  // stripe, branch wip/session13-times). The saving forward lost 8-9% with one in flight (380 ->
+  // 415 us, 1.30 -> 1.41 ms), the affine ones 3-10% (the affine forward's registers went from 80
+  // to 125), and the linear adjoint, streaming the pushes from below, 18-23% (655 -> 807 us,
   // 2.38 -> 2.81 ms).
   constexpr bool kStreamRing = Sh::kStacked && !kAffine && !kSave;
   static_assert(kW % (kRingBatch * kRingAhead) == 0, "whole rounds of batches per chunk");
