@@ -124,6 +124,9 @@ __device__ __forceinline__ RingEntry* ring_slot(const Workspace& ws, const Geome
   return reinterpret_cast<RingEntry*>(ws.scratch + b * ws.scratch_per_item) +
          int64_t(slot) * 2 * kStates * geo.width;
 }
+// An entry's value and tag.
+__device__ __forceinline__ float ring_value(RingEntry word) { return __uint_as_float(unsigned(word)); }
+__device__ __forceinline__ unsigned ring_tag(RingEntry word) { return unsigned(word >> 32); }
 __device__ __forceinline__ void ring_put(RingEntry* entry, float value, unsigned tag) {
   const RingEntry word = (RingEntry(tag) << 32) | __float_as_uint(value);
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(entry), "l"(word) : "memory");
@@ -168,8 +171,8 @@ __device__ __forceinline__ void ring_take(const RingEntry* ring, unsigned tag, i
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       if (at[i] < 0) continue;
-      if (unsigned(word[i] >> 32) == tag) {
-        dst[l + i * G] = __uint_as_float(unsigned(word[i]));
+      if (ring_tag(word[i]) == tag) {
+        dst[l + i * G] = ring_value(word[i]);
         at[i] = -1;
       } else {
         waiting = true;
@@ -221,7 +224,7 @@ struct RingStream {
       for (int q = 0; q < kBatch; ++q)
 #pragma unroll
         for (int st = 0; st < kStates; ++st) {
-          stale[q][st] = streaming & (j0 + q <= n) & (unsigned(w[q][st] >> 32) != tag);
+          stale[q][st] = streaming & (j0 + q <= n) & (ring_tag(w[q][st]) != tag);
           any |= stale[q][st];
         }
       return any;
@@ -238,11 +241,9 @@ struct RingStream {
 #pragma unroll
     for (int q = 0; q < kBatch; ++q)
 #pragma unroll
-      for (int st = 0; st < kStates; ++st) dst[q][st] = __uint_as_float(unsigned(w[q][st]));
+      for (int st = 0; st < kStates; ++st) dst[q][st] = ring_value(w[q][st]);
   }
 };
-// The value of an entry this lane wrote itself.
-__device__ __forceinline__ float ring_value(RingEntry word) { return __uint_as_float(unsigned(word)); }
 
 // `bytes` (a multiple of 16, from a 16-byte aligned address) into L2 by the copy engine (sm_90 on;
 // nothing before): one instruction, no register waiting for it.
