@@ -8,6 +8,7 @@ forward + backward, from torch.profiler.
         [--only 65536,32,32 [--only 1,4096,4096 ...]]
 """
 import argparse
+import itertools
 import statistics
 import sys
 from collections import defaultdict
@@ -60,7 +61,7 @@ def main():
     ap.add_argument("--only", action="append", help="only the cases of these shapes, e.g. 65536,32,32")
     args = ap.parse_args()
     models = ["affine"] if args.affine else args.models.split(",")
-    for model, pair in ((model, pair) for model in models for pair in PAIRS):
+    for model, pair in itertools.product(models, PAIRS):
         gaps = dict(gap_open=-1.0, gap_extend=-0.5) if model == "affine" else dict(gap_open=-1.0)
         for shape in pair:
             if args.only and ",".join(map(str, shape)) not in args.only:
