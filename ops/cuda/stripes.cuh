@@ -786,19 +786,23 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     // The row above, for lane 0's steps of this chunk: DP row 0 (SPEC boundaries, a scan along
     // the columns by lane 0) or the boundary row the stripe above left in the ring.
-    if (stripe == 0) {
-      if (l == 0) {
-        for (int w = 0; w < kW; ++w) {
-          row0.at_column(k * kW + w, o, e, c, tp);
-#pragma unroll
-          for (int st = 0; st < kStates; ++st) my_above[st * kW + w] = row0.v[st];
-        }
-      }
-    } else if constexpr (Sh::kStacked && !kStreamRing) {
+    // Every lane of every stripe calls ring_take (stripe 0 and items outside take no entry): the
+    // call in a branch (`stripe > 0`, which the compiler cannot know is the same for the whole
+    // warp) made it emulate every shuffle of the sweep after it (WARPSYNC.COLLECTIVE in the
+    // SASS of the affine forwards and the linear saving forward).
+    if constexpr (Sh::kStacked && !kStreamRing) {
       ring_take<kStates * kW, G>(ring_in, tag - 1, l, my_above, [&](int q) -> int64_t {
         const int j = k * kW + q % kW;
-        return m > 0 && j <= n ? (q / kW) * W + j : -1;
+        return ring_in != nullptr && j <= n ? (q / kW) * W + j : -1;
       });
+      __syncwarp();  // its zeros, before row 0's values
+    }
+    if (stripe == 0 && l == 0) {
+      for (int w = 0; w < kW; ++w) {
+        row0.at_column(k * kW + w, o, e, c, tp);
+#pragma unroll
+        for (int st = 0; st < kStates; ++st) my_above[st * kW + w] = row0.v[st];
+      }
     }
     Sw::wait_for_tiles(next);
     __syncwarp();
