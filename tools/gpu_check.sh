@@ -44,18 +44,24 @@ if [ ! -f "$SOFTALIGN_LIBRARY" ]; then
   exit 1
 fi
 
-# How many exp2/log2 (MUFU) each kernel issues, and whether anything went to local memory.
+# How many exp2/log2 (MUFU) each kernel issues, whether anything went to local memory, and how
+# many shuffles and votes the compiler emulated (WARPSYNC.COLLECTIVE: code it could not prove
+# the whole warp runs together; session 14 found a polling loop inside a branch doing that).
 sass_counts() {
   cuobjdump --dump-sass "$SOFTALIGN_LIBRARY" | awk '
-    function report() { if (name != "") printf "%-12s %6d %4d %4d %4d %4d  %s\n", "", n, ex2, lg2, ldl, stl, name }
-    BEGIN { print "             instr  EX2  LG2  LDL  STL  kernel" }
-    /Function :/ { report(); name = $3; n = ex2 = lg2 = ldl = stl = 0; next }
-    /\/\*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]\*\// { n++ }
+    function report() {
+      if (name != "") printf "%-12s %6d %4d %4d %4d %4d %5d  %s\n", "", n, ex2, lg2, ldl, stl, coll, name
+      if (coll > 0) emulated++
+    }
+    BEGIN { print "             instr  EX2  LG2  LDL  STL  COLL  kernel" }
+    /Function :/ { report(); name = $3; n = ex2 = lg2 = ldl = stl = coll = 0; next }
+    /\/\*[0-9a-f]+\*\// { n++ }
     /MUFU\.EX2/ { ex2++ }
     /MUFU\.LG2/ { lg2++ }
     /LDL/ { ldl++ }
     /STL/ { stl++ }
-    END { report() }'
+    /WARPSYNC\.COLLECTIVE/ { coll++ }
+    END { report(); printf "kernels with emulated warp-wide instructions (COLL > 0): %d\n", emulated }'
 }
 if command -v cuobjdump > /dev/null; then
   step sass sass_counts
