@@ -70,9 +70,10 @@ struct Launch {
     // Per item: the general sweep's tables (items of m = 0 or n = 0: 3 (N + 1) or M + 3 per
     // state), or the ring: two slots with several stripes, else the one the adjoint's row 0
     // sweep reads back. Its entries are 64-bit (an even count of floats per item keeps them
-    // aligned) and, with several stripes, zeroed (no stale tag may match).
+    // aligned, a multiple of four the pairs that RingStream loads) and, with several stripes,
+    // zeroed (no stale tag may match).
     const int64_t ring = (S > 1 ? 2 : 1) * stripes::kRingFloats * W;
-    ws.scratch_per_item = 2 * ceil_div(int64_t(kStates) * std::max({3 * W, M + 3, ring}), 2);
+    ws.scratch_per_item = 4 * ceil_div(int64_t(kStates) * std::max({3 * W, M + 3, ring}), 4);
     ws.scratch = floats(B * ws.scratch_per_item + 2 * stripes::kRingReadPast, /*zeroed=*/S > 1);
     if (S > 1) ws.stripe_ends = floats(B * S * 4);
     if (save) {

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""The long forwards' step time and lag: the forward without grad of items one stripe tall
+(no hand-over: time / (N + skew) is the time of one step) beside the long cases, whose time is
+about (N + skew + (stripes - 1) lag) steps.
+
+    SOFTALIGN_LIBRARY=... python3 tools/step_cost.py [--affine]
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import softalign  # noqa: E402
+
+
+def median_ms(fn, reps=15):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def forward_ms(B, M, N, affine):
+    S = torch.randn(B, M, N, device="cuda")
+    gaps = dict(gap_open=-1.0, gap_extend=-0.5) if affine else dict(gap_open=-1.0)
+    with torch.no_grad():
+        return median_ms(lambda: softalign.smith_waterman(S, **gaps))
+
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--affine", action="store_true")
+args = ap.parse_args()
+softalign.load_library()
+model = "affine" if args.affine else "linear"
+for B, M, N in [(128, 32, 4096), (64, 64, 4096), (1, 4096, 4096), (32, 1024, 1024)]:
+    ms = forward_ms(B, M, N, args.affine)
+    print(f"{model} ({B}, {M}, {N}) fwd {ms:.4f} ms  {B * M * N / ms / 1e6:7.1f} GCUPS  "
+          f"{ms * 1e6 / (N + M):.1f} ns per (N + M) step", flush=True)
