@@ -598,24 +598,26 @@ struct Sweep {
   // kLoad starts copying S in (cp.async, zero outside the item; one commit group per chunk,
   // waited for by wait_for_tiles), else writes d S out. kOwnOffsets works out each element's
   // offset on its own, the row offsets below otherwise; only the long pairs' adjoint takes it
-  // (the linear one for both ways, the affine one to write d S out).
+  // (the linear one for both ways, the affine one to write d S out). kAllInside: every element
+  // of the chunk lies inside the item (the forwards' interior chunks), no check per element.
   // H200 A/B (session 11, the row offsets also for G = 32, R = 1): the long forwards gained 3-5%
   // ((32, 1024^2) 0.373 -> 0.355 ms) and their registers fell from 72-128 to 54-96, but the long
   // linear adjoint lost 8-10% ((32, 1024^2) 682 -> 740 us, (1, 4096^2) 2497 -> 2752 us), as it
   // had in session 6.
   static_assert(kW % G == 0 || G % kW == 0, "a row of a chunk is a whole number of lanes or rows");
-  template <bool kLoad, bool kOwnOffsets = false>
+  template <bool kLoad, bool kOwnOffsets = false, bool kAllInside = false>
   __device__ static void move_tile(float* my_tile, const float* scores, float* grads, int m, int n,
                                    int l, int i0, int k, int64_t N) {
-    // One element: global memory at `offset` from the item's first score (only read or written
-    // when inside) and its slot in the tile.
-    const auto move = [&](float* slot, int64_t offset, bool inside) {
+    // One element: its place in the item's S (kLoad) or d S (only read or written when
+    // inside) and its slot in the tile.
+    float* const item = kLoad ? const_cast<float*>(scores) : grads;
+    const auto move = [&](float* slot, float* at, bool inside) {
       if constexpr (kLoad) {
         const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                     "l"(scores + offset), "r"(inside ? 4 : 0));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(at),
+                     "r"(inside ? 4 : 0));
       } else if (inside) {
-        grads[offset] = *slot;
+        *at = *slot;
       }
     };
     if constexpr (kOwnOffsets) {
@@ -626,7 +628,8 @@ struct Sweep {
         const int row = (G * q) / kW + l / kW, w = l % kW;
         const int i = i0 + row + 1, j = k * kW + w - row;  // row is its reader, one row each
         const bool inside = i <= m && j >= 1 && j <= n;
-        move(&my_tile[tile_at(0, w, row)], inside ? int64_t(i - 1) * N + (j - 1) : 0, inside);
+        move(&my_tile[tile_at(0, w, row)], item + (inside ? int64_t(i - 1) * N + (j - 1) : 0),
+             inside);
       }
     } else {
       // A lane's elements go row by row: element (a, b) is in row a kRowStep + lr of the
@@ -642,22 +645,42 @@ struct Sweep {
       const int lr = G <= kW ? 0 : l / kW, lc = G <= kW ? l : l % kW;
       const int j_lane = k * kW + lc;  // the column, less (b G - reader)
       const int rows_left = m - i0 - lr;  // the item's rows from the lane's first on
-      int64_t row_offset = int64_t(i0 + lr) * N + (j_lane - 1);  // element (0, 0)'s
-#pragma unroll 4  // rows, not all: a full unroll keeps every row's offset live (the adjoints
-                  // took up to 255 registers)
-      for (int a = 0; a < kLaneRows; ++a) {
-        const int row = a * kRowStep;  // + lr
-        const int reader = R == 1 ? row + lr : row / R;
-        const int r = R == 1 ? 0 : row % R + lr;
-        const bool row_inside = row < rows_left;
+      const int64_t row_stride = kRowStep * N;  // elements from one of the lane's rows to the next
+      // Rows in groups of kGroupRows, unrolled: within a group the reader is the group's first
+      // (reader0) plus a constant, so that an element's places in global and shared memory are
+      // the group's (`at`, `slot0`: two pointers stepped from one group to the next) plus
+      // constants. Not all rows at once: a full unroll keeps every row's place live (the adjoints
+      // took up to 255 registers). H200 A/B (session 15, against offsets worked out per row): the
+      // long linear forward 2-4% faster ((1, 4096^2) 1.15-1.17 -> 1.13 ms, (32, 1024^2) 0.358-0.365
+      // -> 0.348-0.349 ms), the others within the noise.
+      constexpr int kGroupRows = 4;
+      static_assert(kLaneRows % kGroupRows == 0 && kGroupRows * kRowStep % R == 0, "whole groups");
+      constexpr int kReaderStep = kGroupRows * kRowStep / R;  // from a group's reader0 to the next
+      int reader0 = R == 1 ? lr : 0;
+      // Element (0, 0)'s place, plus reader0; slot0 the tile's, plus reader0.
+      float* at = item + (int64_t(i0 + lr) * N + (j_lane - 1) - reader0);
+      float* slot0 = my_tile + reader0;
+#pragma unroll 1
+      for (int a0 = 0; a0 < kLaneRows; a0 += kGroupRows) {
 #pragma unroll
-        for (int b = 0; b < kPerRow; ++b) {
-          const int w = b * G + lc;
-          const int dj = b * G - reader;  // j - j_lane: step w = b G + lc, column w - reader
-          const bool inside = row_inside && unsigned(j_lane + dj - 1) < unsigned(n);
-          move(&my_tile[tile_at(r, w, reader)], row_offset + dj, inside);
+        for (int u = 0; u < kGroupRows; ++u) {
+          const int row = (a0 + u) * kRowStep;  // + lr
+          const int reader = u * kRowStep / R;  // + reader0
+          const int r = R == 1 ? 0 : u * kRowStep % R + lr;
+          const bool row_inside = kAllInside || row < rows_left;
+#pragma unroll
+          for (int b = 0; b < kPerRow; ++b) {
+            const int w = b * G + lc;
+            // j - j_lane + reader0: step w = b G + lc, column w - reader - reader0
+            const int dj = b * G - reader;
+            const bool inside =
+                kAllInside || (row_inside && unsigned(j_lane - reader0 + dj - 1) < unsigned(n));
+            move(slot0 + tile_at(r, w, reader), at + u * row_stride + dj, inside);
+          }
         }
-        row_offset += kRowStep * N;
+        at += kGroupRows * row_stride - kReaderStep;
+        slot0 += kReaderStep;
+        reader0 += kReaderStep;
       }
     }
     if constexpr (kLoad) asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -773,9 +796,22 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int a = 0; a < kRingAhead; ++a) ring.request(a, a * kRingBatch);
   }
 
-  if (Sh::kBuffers == 2 && steps > 0) {
-    Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, 0), scores, nullptr, m, n, l, i0, 0, N);
-  }
+  // Whether every cell of chunk kk lies inside the items of the warp (every lane's columns
+  // 1 .. n, every row up to m): its scores load, and (see `interior`) its steps sweep, without
+  // the borders' checks.
+  const auto chunk_inside = [&](int kk) {
+    return __all_sync(kFullMask, m > 0 && kk * kW - (G - 1) >= 1 && (kk + 1) * kW - 1 <= n &&
+                                     i0 + kRows <= m);
+  };
+  const auto load_tile = [&](int kk) {
+    float* const tile = Sw::tile_of(warp_smem, grp, kk);
+    if (chunk_inside(kk)) {
+      Sw::template move_tile<true, false, true>(tile, scores, nullptr, m, n, l, i0, kk, N);
+    } else {
+      Sw::template move_tile<true>(tile, scores, nullptr, m, n, l, i0, kk, N);
+    }
+  };
+  if (Sh::kBuffers == 2 && steps > 0) load_tile(0);
   for (int k = 0; k * kW < steps; ++k) {
     __syncwarp();  // every lane is done with the chunk before
     float* const my_tile = Sw::tile_of(warp_smem, grp, k);
@@ -785,10 +821,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // above (and, with two buffers, the sweep of this chunk).
     const bool next = (k + 1) * kW < steps;
     if (Sh::kBuffers == 1) {
-      Sw::template move_tile<true>(my_tile, scores, nullptr, m, n, l, i0, k, N);
+      load_tile(k);
     } else if (next) {
-      Sw::template move_tile<true>(Sw::tile_of(warp_smem, grp, k + 1), scores, nullptr, m, n, l,
-                                   i0, k + 1, N);
+      load_tile(k + 1);
     }
     // The row above, for lane 0's steps of this chunk: DP row 0 (SPEC boundaries, a scan along
     // the columns by lane 0) or the boundary row the stripe above left in the ring.
@@ -830,16 +865,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // registers instead of 80 and lost 2% ((65536, 32^2) 298 -> 305 us), and the short affine
     // forward lost 2-4% (0.320 -> 0.326-0.332 ms).
     constexpr int kUnroll = G == 32 && (R == 1 || !kSave) ? kW : (kSave || kAffine) ? 4 : 8;
-    // A chunk whose every cell lies inside the items of the warp (every lane's columns 1 .. n,
-    // every row up to m) sweeps without the borders' checks (column 0, the ends' and the ring's
-    // ranges). H200 A/B (session 15): the affine forward (1, 4096^2) 1.46 -> 1.38 ms, (32,
-    // 1024^2) 0.447 -> 0.425 ms, the short linear forward (65536, 32^2) 0.156 -> 0.148 ms,
+    // A chunk inside the items (chunk_inside) sweeps without the borders' checks (column 0, the
+    // ends' and the ring's ranges). H200 A/B (session 15): the affine forward (1, 4096^2) 1.46 ->
+    // 1.38 ms, (32, 1024^2) 0.447 -> 0.425 ms, the short linear forward (65536, 32^2) 0.156 -> 0.148 ms,
     // forward + backward 2-4% (its saving forward). Not the streaming forward: its chunk lost a quarter of its
     // instructions but the forward lost 2-15% ((128, 32, 4096) 95 -> 97-99 ns a step, (1, 4096^2)
     // 1.15 -> 1.25-1.35 ms; the compiler issued the ring's loads later in that sweep).
-    const bool interior = !kStreamRing && __all_sync(kFullMask, m > 0 && k * kW - (G - 1) >= 1 &&
-                                                                    (k + 1) * kW - 1 <= n &&
-                                                                    i0 + kRows <= m);
+    const bool interior = !kStreamRing && chunk_inside(k);
     const auto sweep = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
 #pragma unroll kUnroll
