@@ -866,11 +866,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // forward lost 2-4% (0.320 -> 0.326-0.332 ms).
     constexpr int kUnroll = G == 32 && (R == 1 || !kSave) ? kW : (kSave || kAffine) ? 4 : 8;
     // A chunk inside the items (chunk_inside) sweeps without the borders' checks (column 0, the
-    // ends' and the ring's ranges). H200 A/B (session 15): the affine forward (1, 4096^2) 1.46 ->
-    // 1.38 ms, (32, 1024^2) 0.447 -> 0.425 ms, the short linear forward (65536, 32^2) 0.156 -> 0.148 ms,
-    // forward + backward 2-4% (its saving forward). Not the streaming forward: its chunk lost a quarter of its
-    // instructions but the forward lost 2-15% ((128, 32, 4096) 95 -> 97-99 ns a step, (1, 4096^2)
-    // 1.15 -> 1.25-1.35 ms; the compiler issued the ring's loads later in that sweep).
+    // ends' and the ring's ranges). H200 A/B (session 15): the affine forward (1, 4096^2) 1.46
+    // -> 1.38 ms, (32, 1024^2) 0.447 -> 0.425 ms, the short linear forward (65536, 32^2) 0.156
+    // -> 0.148 ms, forward + backward 2-4% (its saving forward). Not the streaming forward: its
+    // chunk lost a quarter of its instructions but the forward lost 2-15% ((128, 32, 4096) 95 ->
+    // 97-99 ns a step, (1, 4096^2) 1.15 -> 1.25-1.35 ms; the compiler issued the ring's loads
+    // later in that sweep).
     const bool interior = !kStreamRing && chunk_inside(k);
     const auto sweep = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
