@@ -23,12 +23,17 @@ def forward_ms(B, M, N, affine):
         return median_ms(lambda: softalign.smith_waterman(S, **gaps))
 
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--affine", action="store_true")
-args = ap.parse_args()
-softalign.load_library()
-model = "affine" if args.affine else "linear"
-for B, M, N in [(128, 32, 4096), (64, 64, 4096), (1, 4096, 4096), (32, 1024, 1024)]:
-    ms = forward_ms(B, M, N, args.affine)
-    print(f"{model} ({B}, {M}, {N}) fwd {ms:.4f} ms  {B * M * N / ms / 1e6:7.1f} GCUPS  "
-          f"{ms * 1e6 / (N + M):.1f} ns per (N + M) step", flush=True)
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--affine", action="store_true")
+    args = ap.parse_args()
+    softalign.load_library()
+    model = "affine" if args.affine else "linear"
+    for B, M, N in [(128, 32, 4096), (64, 64, 4096), (1, 4096, 4096), (32, 1024, 1024)]:
+        ms = forward_ms(B, M, N, args.affine)
+        print(f"{model} ({B}, {M}, {N}) fwd {ms:.4f} ms  {B * M * N / ms / 1e6:7.1f} GCUPS  "
+              f"{ms * 1e6 / (N + M):.1f} ns per (N + M) step", flush=True)
+
+
+if __name__ == "__main__":
+    main()
