@@ -614,8 +614,19 @@ struct Sweep {
     const auto move = [&](float* slot, float* at, bool inside) {
       if constexpr (kLoad) {
         const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(slot));
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(at),
-                     "r"(inside ? 4 : 0));
+        if constexpr (G == 32 && R == 1) {
+          // The long pairs' shape fetches whole 128-byte lines into L2 (the rest of the line is
+          // the next chunk's). H200 A/B (session 16, two runs): forwards without grad (32,
+          // 1024^2) 0.363 -> 0.348 ms linear, 0.484 -> 0.446 affine; (1, 4096^2) 1.186 -> 1.106,
+          // 1.503 -> 1.416 ms; saving forwards 2-9% faster, adjoints 0-1%. The short pairs'
+          // kernels read 1.4x more from DRAM with it (ncu: adjoint 1.11 -> 1.38 GB) and lost
+          // 5-8%: their L2 is thrashed, the lines evicted before the next chunk comes.
+          asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4, %2;\n" ::"r"(dst),
+                       "l"(at), "r"(inside ? 4 : 0));
+        } else {
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(at),
+                       "r"(inside ? 4 : 0));
+        }
       } else if (inside) {
         *at = *slot;
       }
@@ -755,6 +766,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // The whole warp runs the same steps (shuffles and staging are warp-wide).
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
   __syncwarp();
+  // The saved slabs are read back only by the adjoint, after the whole forward: stored
+  // evict-first (st.global.cs), so that they push less of the score rows out of L2. H200 A/B
+  // (session 16): saving forward (65536, 32^2) 268 -> 244 us linear (ncu: DRAM reads 467 -> 405
+  // MB), 519 -> 460 us affine; affine (32, 1024^2) 643 -> 603 us, (1, 4096^2) 2146 -> 1947 us.
+  // Not the long linear one: 7-14% slower with it ((32, 1024^2) 370 -> 402 us).
+  constexpr bool kEvictFirstSlabs = kAffine || G < 32;
 
   float* const warp_smem = &smem[warp][0];
   float* const my_above = Sw::edge_of(warp_smem, grp);
@@ -914,7 +931,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           }
           if (kSave && (kInside || (m > 0 && step < geo.steps))) {
 #pragma unroll
-            for (int st = 0; st < kStates; ++st) values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l] = cur[st];
+            for (int st = 0; st < kStates; ++st) {
+              float* const slot = &values[int64_t(step) * Sh::kSlab + (st * R + r) * G + l];
+              if constexpr (kEvictFirstSlabs) {
+                __stcs(slot, cur[st]);
+              } else {
+                *slot = cur[st];
+              }
+            }
           }
           // Max ends take every cell, -inf outside the item (it never beats the empty alignment's
           // 0): no branch per cell.
