@@ -84,3 +84,36 @@ def test_cuda_schedule_repeats_bit_for_bit(model, schedule):
         assert torch.equal(score, runs[0][0])
         for name in grads:
             assert torch.equal(grads[name], runs[0][1][name]), name
+
+
+# Large batches of short pairs, forward without grad: for the affine model the streamed forward
+# (streamed.cuh), a group of 16 lanes sweeping several items back to back. It takes a call when
+# the batch gives every group at least two items whatever the occupancy (70000 items: at least 4
+# per group) and an item's N + 1 columns are at least the group's lanes (N = 15 the threshold,
+# N = 7 falls back to the striped forward). The linear model keeps the striped forward here.
+STREAMED = [(70000, 17, 23), (70000, 32, 15), (70000, 5, 7), (70000, 32, 32)]
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+@pytest.mark.parametrize("end", ENDS, ids=["-".join(map(str, e)) for e in ENDS])
+@pytest.mark.parametrize("shape", STREAMED, ids=["x".join(map(str, s)) for s in STREAMED])
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
+    """Lengths (0 included) make items of one group differ; masked: -inf scores all over, and a
+    NaN and a +inf in items in the middle of a group."""
+    B, M, N = shape
+    p = make_problem(model, *end, B=B, M=M, N=N, penalties="item", lengths=True, seed=M + N)
+    if masked:
+        gen = torch.Generator().manual_seed(N)
+        p.scores[torch.rand(B, M, N, generator=gen, dtype=torch.float64) < 0.1] = -math.inf
+        p.scores[1001, M // 2, N // 2] = math.nan
+        p.scores[2002, 0, N - 1] = math.inf
+        p.lengths_a[1001:2003] = M
+        p.lengths_b[1001:2003] = N
+    with torch.no_grad():
+        want = softalign.smith_waterman(p.scores.float(), **p.on("cpu", torch.float32).kwargs())
+        cuda = p.on("cuda", torch.float32)
+        got = softalign.smith_waterman(cuda.scores, **cuda.kwargs())
+        again = softalign.smith_waterman(cuda.scores, **cuda.kwargs())
+    close(got, want, "score")
+    torch.testing.assert_close(again, got, rtol=0, atol=0, equal_nan=True)  # bit for bit

@@ -89,8 +89,9 @@ def sizes(tiny, gen):
     if tiny:
         # (2, 70, 9): three stripes of 32 rows over a narrow ring, the last item's last stripe
         # reading the ring's second slot, whose stream reads run furthest past the workspace
+        # (34000, 5, 16): the streamed affine forward (streamed.cuh), several items per group
         return [(3, 7, 9, True, False), (2, 40, 21, True, False), (2, 70, 9, False, False),
-                (0, 4, 4, False, False)]
+                (0, 4, 4, False, False), (34000, 5, 16, True, False)]
     rnd = lambda lo, hi: int(torch.randint(lo, hi + 1, (1,), generator=gen))  # noqa: E731
     out = [(rnd(1, 6), rnd(1, 32), rnd(1, 40), True, False) for _ in range(2)]
     out += [(rnd(1, 5), rnd(33, 90), rnd(1, 80), True, False)]
@@ -99,7 +100,8 @@ def sizes(tiny, gen):
             (2, 300, 257, False, False),  # several stripes
             (6, 700, 150, True, False),   # stripes pipelined, items of different heights
             (0, 5, 7, False, False), (3, 0, 6, False, False), (3, 5, 0, False, False),
-            (4, 12, 10, False, True)]    # NaN, -inf and +inf scores
+            (4, 12, 10, False, True),    # NaN, -inf and +inf scores
+            (34000, 9, 16, True, False)]  # the streamed affine forward (no grad)
     return out
 
 
