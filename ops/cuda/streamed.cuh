@@ -107,14 +107,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   End end, carry;  // this lane's share of the item's end; the shares merged up to this lane
   const float empty_sum = l == 0 ? 1.f : 0.f;  // the empty alignment, once per item
   end.soft_sum = empty_sum;
-  float h[kStates][R];  // the lane's rows at the column just done (the next cell's left)
-  float up[kStates], diag[kStates];  // the row above the lane's first row, columns j, j - 1
-#pragma unroll
-  for (int st = 0; st < kStates; ++st) {
-    up[st] = diag[st] = 0.f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) h[st][r] = 0.f;
-  }
+  LaneRows<kAffine, R> rows;
   RowZero<kAffine> row0;
   const Temperature tp(c.temperature);
   // Local: row 0 is one value per state (linear 0, affine -inf), the same at every column.
@@ -210,28 +203,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
       for (int st = 0; st < kStates; ++st) {  // lane 0's row above; the others' came by shuffle
         const float above = is_local(kEnds) ? local_row0[st] : my_above[st * kW + w];
-        up[st] = l == 0 ? above : up[st];
-      }
-      float u[kStates], d[kStates];  // above and above-left of the current row
-#pragma unroll
-      for (int st = 0; st < kStates; ++st) {
-        u[st] = up[st];
-        d[st] = diag[st];
+        rows.up[st] = l == 0 ? above : rows.up[st];
       }
       const bool column_inside = unsigned(j - 1) < unsigned(cur.n);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
+      float u[kStates];  // the last row's values
+      const auto score_of = [&](int r) { return my_tile[Sw::tile_at(r, w, l)]; };
+      rows.step(j == 0, score_of, cur.o, cur.e, c, tp, u, [&](int r, const float (&now)[kStates]) {
         const int i = first_row + r;
-        const float s = my_tile[Sw::tile_at(r, w, l)];
-        float now[kStates];
-#pragma unroll
-        for (int st = 0; st < kStates; ++st) now[st] = h[st][r];
-        cell<kAffine>(j == 0, s, cur.o, cur.e, c, tp, d, u, now);
-#pragma unroll
-        for (int st = 0; st < kStates; ++st) {
-          d[st] = h[st][r];
-          h[st][r] = u[st] = now[st];
-        }
         const bool inside = column_inside && i <= cur.m;
         if constexpr (kEnds == Ends::kMax) {  // -inf outside: it never beats the empty alignment
           end.best = dp::device::max_nan(end.best, inside ? now[0] : -INFINITY);
@@ -244,7 +222,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
             score[item_of(q)] = now[0];
           }
         }
-      }
+      });
       // The next position; on leaving an item, the lane's end joins the shares of the lanes
       // before it (handed over by the shuffle below), and lane G - 1 stores the item's score.
       if (++j == P) {
@@ -265,11 +243,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         cur = next;
         advanced = true;
       }
-#pragma unroll
-      for (int st = 0; st < kStates; ++st) {
-        diag[st] = up[st];  // column j of the row above is column j + 1's diagonal
-        up[st] = __shfl_up_sync(kFullMask, u[st], 1, G);
-      }
+      rows.template hand_down<G>(u);
       if constexpr (is_local(kEnds)) {
         carry.best = __shfl_up_sync(kFullMask, carry.best, 1, G);
         if constexpr (soft) carry.soft_sum = __shfl_up_sync(kFullMask, carry.soft_sum, 1, G);

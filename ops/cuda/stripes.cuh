@@ -444,6 +444,63 @@ __device__ __forceinline__ void cell(bool column_zero, float s, float o, float e
   }
 }
 
+// A lane's DP values between the forwards' steps (per state): its R rows at the column just done
+// (`h`, the next cells' left), and the row above its first row at its column and the one before
+// (`up`, `diag`). One step sweeps the R cells of the lane's column top-down.
+template <bool kAffine, int R>
+struct LaneRows {
+  static constexpr int kStates = kAffine ? 3 : 1;
+  float h[kStates][R];
+  float up[kStates], diag[kStates];
+
+  __device__ LaneRows() {
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) {
+      up[st] = diag[st] = 0.f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) h[st][r] = 0.f;
+    }
+  }
+
+  // The cells (rows r = 0 .. R - 1 of the lane) of one column: score(r) their scores, each(r,
+  // values) after each cell; `u` is left holding the last row's values (for the lane below).
+  template <class Score, class Each>
+  __device__ __forceinline__ void step(bool column_zero, Score&& score, float o, float e,
+                                       const dp::Config<float>& c, const Temperature& tp,
+                                       float (&u)[kStates], Each&& each) {
+    float d[kStates];  // above-left of the current row; `u` above it
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) {
+      u[st] = up[st];
+      d[st] = diag[st];
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float s = score(r);
+      float cur[kStates];
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) cur[st] = h[st][r];
+      cell<kAffine>(column_zero, s, o, e, c, tp, d, u, cur);
+#pragma unroll
+      for (int st = 0; st < kStates; ++st) {
+        d[st] = h[st][r];
+        h[st][r] = u[st] = cur[st];
+      }
+      each(r, cur);
+    }
+  }
+  // The row above for the next step: the lane above's last row, by shuffle within a group of G
+  // (column j of the row above is column j + 1's diagonal).
+  template <int G>
+  __device__ __forceinline__ void hand_down(const float (&u)[kStates]) {
+#pragma unroll
+    for (int st = 0; st < kStates; ++st) {
+      diag[st] = up[st];
+      up[st] = __shfl_up_sync(kFullMask, u[st], 1, G);
+    }
+  }
+};
+
 // The weights of one smax (DESIGN "weights") from the value v it produced: w_k = exp((x_k - v) / t),
 // one exp2 each, without the smax's max, sum and reciprocal. x_k <= v up to rounding; the clamp
 // at exp2(0) = 1 keeps the weights finite also in the cells of the skew outside the item (whose
@@ -781,14 +838,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   end.soft_sum = l == 0 && stripe == 0 ? 1.f : 0.f;  // the empty alignment, once per item
   float final_value = 0.f;
   bool has_final = false;
-  float h[kStates][R];  // the lane's rows at the column just done (the next cell's left)
-  float up[kStates], diag[kStates];  // the row above the lane's first row, columns j, j - 1
-#pragma unroll
-  for (int st = 0; st < kStates; ++st) {
-    up[st] = diag[st] = 0.f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) h[st][r] = 0.f;
-  }
+  LaneRows<kAffine, R> rows;
   RowZero<kAffine> row0;
   const Temperature tp(c.temperature);
 
@@ -907,28 +957,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         for (int st = 0; st < kStates; ++st) {  // lane 0's row above; the others' came by shuffle
           const float above =
               kStreamRing && stripe > 0 ? from_ring[w % kRingBatch][st] : my_above[st * kW + w];
-          up[st] = l == 0 ? above : up[st];
-        }
-        float u[kStates], d[kStates];  // above and above-left of the current row
-#pragma unroll
-        for (int st = 0; st < kStates; ++st) {
-          u[st] = up[st];
-          d[st] = diag[st];
+          rows.up[st] = l == 0 ? above : rows.up[st];
         }
         const bool column_inside = kInside || (j >= 1 && j <= n);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
+        float u[kStates];  // the last row's values
+        const auto score_of = [&](int r) { return my_tile[Sw::tile_at(r, w, l)]; };
+        rows.step(!kInside && j == 0, score_of, o, e, c, tp, u,
+                  [&](int r, const float (&cur)[kStates]) {
           const int i = first_row + r;
-          const float s = my_tile[Sw::tile_at(r, w, l)];
-          float cur[kStates];
-#pragma unroll
-          for (int st = 0; st < kStates; ++st) cur[st] = h[st][r];
-          cell<kAffine>(!kInside && j == 0, s, o, e, c, tp, d, u, cur);
-#pragma unroll
-          for (int st = 0; st < kStates; ++st) {
-            d[st] = h[st][r];
-            h[st][r] = u[st] = cur[st];
-          }
           if (kSave && (kInside || (m > 0 && step < geo.steps))) {
 #pragma unroll
             for (int st = 0; st < kStates; ++st) {
@@ -959,17 +995,13 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
               has_final = true;
             }
           }
-        }
+        });
         if constexpr (Sh::kStacked) {
           const bool put = l == G - 1 && leaves_row && (kInside || (j >= 0 && j <= n));
 #pragma unroll
           for (int st = 0; st < kStates; ++st) ring_put_where(put, put_chunk + w + st * W, u[st], tag);
         }
-#pragma unroll
-        for (int st = 0; st < kStates; ++st) {
-          diag[st] = up[st];  // column j of the row above is column j + 1's diagonal
-          up[st] = __shfl_up_sync(kFullMask, u[st], 1, G);
-        }
+        rows.template hand_down<G>(u);
       }
     };
     if (interior) {
