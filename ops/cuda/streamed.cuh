@@ -5,14 +5,14 @@
 // lanes, the same tiles and cell math as the striped forward; only where an item starts differs.
 // The host takes it for the affine model (striped_launch.cuh says why not for the linear one).
 //
-// The stream. Item q of a group (items Deal::item(q)) takes the positions q (N + 1) ..
-// q (N + 1) + N: column 0 (the boundary) and the columns 1 .. N, whatever its length (the columns
-// past its n, the rows past its m are swept but belong to no item, as in the striped forward). At
-// step w lane l is at position w - l: lane l - 1's position one step earlier, so the values it
-// shuffles down are always of the same item and column. Every lane keeps its own item and column,
-// the item's penalties and lengths (loaded one item ahead), and its share of the item's local end;
-// on leaving an item a lane merges its share into the one lane l - 1 handed it the step before, in
-// lane order, and lane G - 1 stores the score.
+// The stream. The group's item q (Deal::item: group g's are g, g + groups, ...) takes positions
+// q (N + 1) .. q (N + 1) + N: column 0 (the boundary) and the columns 1 .. N, whatever its length
+// (the columns past its n, the rows past its m are swept but belong to no item, as in the striped
+// forward). At step w lane l is at position w - l: lane l - 1's position one step earlier, so the
+// values it shuffles down are always of the same item and column. Every lane keeps its own item
+// and column, the item's penalties and lengths (the next item's loaded ahead, at a chunk's
+// start), and its share of the item's local end; on leaving an item a lane merges its share into
+// the one lane l - 1 handed it the step before, in lane order, and lane G - 1 stores the score.
 #pragma once
 
 #include "stripes.cuh"
