@@ -110,9 +110,9 @@ def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
         p.scores[2002, 0, N - 1] = math.inf
         p.lengths_a[1001:2003] = M
         p.lengths_b[1001:2003] = N
+    cpu, cuda = p.on("cpu", torch.float32), p.on("cuda", torch.float32)
     with torch.no_grad():
-        want = softalign.smith_waterman(p.scores.float(), **p.on("cpu", torch.float32).kwargs())
-        cuda = p.on("cuda", torch.float32)
+        want = softalign.smith_waterman(cpu.scores, **cpu.kwargs())
         got = softalign.smith_waterman(cuda.scores, **cuda.kwargs())
         again = softalign.smith_waterman(cuda.scores, **cuda.kwargs())
     close(got, want, "score")

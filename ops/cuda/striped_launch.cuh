@@ -32,18 +32,6 @@ void with_ends(const dp::Config<float>& c, Body&& body) {
   }
 }
 
-// Blocks of `kKernel` that the device holds at once (every SM full), worked out once.
-template <auto kKernel>
-int64_t resident_blocks() {
-  static const int per_sm = [] {
-    int blocks = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, kKernel, 32 * stripes::kWarpsPerBlock, 0));
-    return std::max(blocks, 1);
-  }();
-  return int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-}
-
 // One call's launches of the striped kernels with G lanes per item and R rows per lane.
 template <bool kAffine, int G, int R>
 struct Launch {
@@ -107,6 +95,17 @@ struct Launch {
   }
 
   int64_t blocks() const { return ceil_div(geo.units, stripes::kWarpsPerBlock); }
+
+  // Blocks of `kKernel` that the device holds at once (every SM full), worked out once.
+  template <auto kKernel>
+  static int64_t resident_blocks() {
+    static const int per_sm = [] {
+      int blocks = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0));
+      return std::max(blocks, 1);
+    }();
+    return int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  }
 
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
