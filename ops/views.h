@@ -25,6 +25,15 @@ struct ProblemView {
     return length < 0 ? 0 : length > limit ? limit : length;
   }
 
+  // Item b's lengths. Clamped: lengths are checked on the host except under CUDA graph capture
+  // (problem.cpp), where an out-of-range one must still not reach outside the item's (M, N) block.
+  SOFTALIGN_HD int m_of(int64_t b) const {
+    return static_cast<int>(lengths_a ? clamp(lengths_a[b], M) : M);
+  }
+  SOFTALIGN_HD int n_of(int64_t b) const {
+    return static_cast<int>(lengths_b ? clamp(lengths_b[b], N) : N);
+  }
+
   SOFTALIGN_HD dp::Item<T> item(int64_t b) const {
     dp::Item<T> it;
     it.scores = scores + b * M * N;
@@ -32,10 +41,8 @@ struct ProblemView {
     it.stride_j = 1;
     it.open = {open + b * open_sb, open_si, open_sj};
     it.extend = {extend ? extend + b * extend_sb : nullptr, extend_si, extend_sj};
-    // Clamped: lengths are checked on the host except under CUDA graph capture (problem.cpp),
-    // where an out-of-range one must still not reach outside the item's (M, N) block.
-    it.m = static_cast<int>(lengths_a ? clamp(lengths_a[b], M) : M);
-    it.n = static_cast<int>(lengths_b ? clamp(lengths_b[b], N) : N);
+    it.m = m_of(b);
+    it.n = n_of(b);
     return it;
   }
 };

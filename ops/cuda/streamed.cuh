@@ -25,6 +25,15 @@ struct StreamItem {
   float o = 0.f, e = 0.f;
   int m = 0, n = 0;
 
+  // The lengths only (the tiles' loader), or the penalties too (the sweep).
+  __device__ static StreamItem sizes(const ProblemView<float>& v, int64_t b, bool exists) {
+    StreamItem s;
+    if (exists) {
+      s.m = v.m_of(b);
+      s.n = v.n_of(b);
+    }
+    return s;
+  }
   __device__ static StreamItem of(const ProblemView<float>& v, int64_t b, bool exists,
                                   bool affine) {
     StreamItem s;
@@ -84,12 +93,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   for (int q = l; q < count; q += G) {
     const int64_t b = item_of(q);
     const dp::Item<float> it = v.item(b);
-    if (it.m == 0 || it.n == 0) {
-      using Model = dp::Model<float, kAffine>;
-      const typename Model::Tab table{ws.scratch + b * ws.scratch_per_item, 2, it.n + 1};
-      dp::LocalEnd<float> end;
-      score[b] = Model::forward(it, c, table, end);
-    }
+    if (it.m == 0 || it.n == 0) forward_boundary_item<kAffine>(it, b, c, ws, score);
   }
   // The whole warp runs the same steps (shuffles and staging are warp-wide): the last lane
   // leaves the last item at the end of step count P + G - 2.
@@ -127,8 +131,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // affine forward (65536, 32^2) 0.314-0.323 ms; with these 5, and 0.29 ms (Deal's balance too).
   const int Ni = int(N), item_floats = int(M * N);
   int load_q = 0, load_j = l;
-  StreamItem load_prev, load_top = StreamItem::of(v, item_of(0), exists(0), false),
-                        load_next = StreamItem::of(v, item_of(1), exists(1), false);
+  StreamItem load_prev, load_top = StreamItem::sizes(v, item_of(0), exists(0)),
+                        load_next = StreamItem::sizes(v, item_of(1), exists(1));
   // Row 0, column 0 of an item (any valid address for one the group does not have).
   const auto item_scores = [&](int q) {
     return exists(q) ? v.scores + item_of(q) * int64_t(item_floats) : v.scores;
@@ -162,7 +166,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       ++load_q;
       load_prev = load_top;
       load_top = load_next;
-      load_next = StreamItem::of(v, item_of(load_q + 1), exists(load_q + 1), false);
+      load_next = StreamItem::sizes(v, item_of(load_q + 1), exists(load_q + 1));
     }
   };
 

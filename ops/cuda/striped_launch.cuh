@@ -110,11 +110,9 @@ struct Launch {
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
     // The short pairs' affine shape: streamed (streamed.cuh) when the batch gives every group
-    // of the chip at least two items. H200, Nsight Compute, (65536, 32^2) (session 17): affine
-    // 285 -> 265 us (instructions 234 M -> 201 M, DRAM reads 299 -> 298 MB). Not the linear
-    // shape: 151 -> 174 us, its DRAM reads 279 -> 439 MB (L2 hits 56% -> 34%: the second
-    // request of a sector that two chunks' windows share mostly missed; items dealt in
-    // consecutive runs or interleaved, both so; with .L2::128B fetches 581 MB, 193 us).
+    // of the chip at least two items; 7% faster at (65536, 32^2). Not the linear shape, which
+    // the stream made 15% slower: it reads 1.6x the DRAM (notes/h200-2026-12-01-session17-ab.log
+    // and session18-ab.log: the L2 misses, and what did not cure them).
     if constexpr (kAffine && G < 32) {
       bool streamed = false;
       with_ends(view.config, [&](auto ends) {

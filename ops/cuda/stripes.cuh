@@ -764,6 +764,19 @@ struct Sweep {
   }
 };
 
+// An item of only boundaries (m = 0 or n = 0): the general sweep's forward, by the calling lane,
+// its table in the item's scratch; stores the score and returns the local end.
+template <bool kAffine>
+__device__ dp::LocalEnd<float> forward_boundary_item(const dp::Item<float>& it, int64_t b,
+                                                     const dp::Config<float>& c,
+                                                     const Workspace& ws, float* score) {
+  using Model = dp::Model<float, kAffine>;
+  const typename Model::Tab table{ws.scratch + b * ws.scratch_per_item, 2, it.n + 1};
+  dp::LocalEnd<float> end;
+  score[b] = Model::forward(it, c, table, end);
+  return end;
+}
+
 // ------------------------------------------------------------------------------ forward
 
 template <bool kAffine, int G, int R, bool kSave, Ends kEnds>
@@ -797,11 +810,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     item_stripes = (it.m + kRows - 1) / kRows;
     if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
       if (stripe == 0 && l == 0) {
-        using Model = dp::Model<float, kAffine>;
-        const typename Model::Tab table{ws.scratch + b * ws.scratch_per_item, 2, it.n + 1};
-        dp::LocalEnd<float> end;
-        const float s = Model::forward(it, c, table, end);
-        score[b] = s;
+        const dp::LocalEnd<float> end = forward_boundary_item<kAffine>(it, b, c, ws, score);
         if (kSave && is_local(kEnds)) End{end.best, end.soft_sum, end.best_i, end.best_j}.store(ws.ends + b * 4);
       }
     } else if (stripe < item_stripes) {
