@@ -1205,6 +1205,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // Plain steps (see the step loop): all but the long pairs' affine adjoint, which lost 3% with
   // them (H200 A/B session 12: (32, 1024^2) 1085 -> 1117 us, (1, 4096^2) 3727 -> 3851 us).
   constexpr bool kPlainSteps = !kHard && !(kAffine && G == 32 && R == 1);
+  // Plain edges: the local affine adjoints sweep the skew's steps (lanes at columns j <= 0) plain
+  // too, where the others take a branch per cell there. H200 A/B (session 19, (65536, 32^2)):
+  // affine 750 -> 726 us; linear 581 -> 593 us (its skew's cells, cheap on the branch, then
+  // cost their weights' exp2s), so not linear.
+  constexpr bool kPlainEdges = kPlainSteps && kAffine && is_local(kEnds);
   const PlainWeights plain_weights{scale};
 
   // See move_tile. The long affine adjoint loads by row offsets: H200 A/B (session 11) 1133 -> 1085
@@ -1288,7 +1293,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 #pragma unroll
         for (int r = R - 1; r >= 0; --r) {
           const int i = first_row + r;
-          const bool inside = column_inside && i <= m;
+          // With plain edges (below), column 0 is the local boundary (A = X = Y = -inf), through
+          // which nothing flows back (CellAdjoint::column_zero): its cells take no adjoint.
+          const bool inside = column_inside && i <= m && (!kPlainEdges || j >= 1);
           float e[kStates];
 #pragma unroll
           for (int st = 0; st < kStates; ++st) {
@@ -1346,10 +1353,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         }
       };
       if constexpr (kPlainSteps) {
-        // Plain steps: every lane at a column j >= 1 (step >= G), every weight's value finite or
-        // -inf (with affine, A's value less S), t > 0, and no lane at the global affine end (its
-        // seed takes smax_weights). Whole warps, so that no lane diverges.
-        bool plain = step >= G;
+        // Plain steps: every lane at a column j >= 1 (step >= G; with plain edges any column,
+        // the cells at j <= 0 taking a zero adjoint, so that their finite weights push zeros),
+        // every weight's value finite or -inf (with affine, A's value less S), t > 0, and no lane
+        // at the global affine end (its seed takes smax_weights). Whole warps, so that no lane
+        // diverges.
+        bool plain = kPlainEdges || step >= G;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           if constexpr (kAffine) {
