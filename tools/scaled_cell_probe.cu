@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(128) sweep(const float* table, int steps, floa
     out[2 * (warp * 32 + l)] = h;
     out[2 * (warp * 32 + l) + 1] = best + t * dp::device::kLn2 * __log2f(sum);
   }
-  if (l == 0) renorms[warp] = __reduce_add_sync(stripes::kFullMask, steps_taken);
+  const int warp_steps = __reduce_add_sync(stripes::kFullMask, steps_taken);  // the whole warp
+  if (l == 0) renorms[warp] = warp_steps;
 }
 
 struct Run {
