@@ -44,14 +44,15 @@ __global__ void __launch_bounds__(128) sweep(const float* table, int steps, floa
   float last, soft_end;
   if constexpr (kScaled) {
     const float G = dp::device::ex2(g * c);
-    // H = 0 at column 0 and above row 1: Z = 1
-    float z[R], start[R], soft[R], diag0 = 1.f;
-    int k[R];
+    // H = 0 at column 0 and above row 1: Z = 1. A row's soft end keeps an exponent of its own
+    // (ks: it only grows), its cells added times 2^(k - ks).
+    float z[R], start[R], soft[R], to_soft[R], diag0 = 1.f;
+    int k[R], ks[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      z[r] = start[r] = 1.f;
+      z[r] = start[r] = to_soft[r] = 1.f;
       soft[r] = 0.f;
-      k[r] = 0;
+      k[r] = ks[r] = 0;
     }
     const auto factor = [](int from, int to) {  // 2^(from - to), clamped to float's normal range
       return __int_as_float((min(max(from - to, -126), 127) + 127) << 23);
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(128) sweep(const float* table, int steps, floa
         const float E = dp::device::ex2(score(w, r) * c);
         const float old = z[r];
         z[r] = fmaf(G, up + old, fmaf(E, diag, start[r]));
-        soft[r] += z[r];
+        soft[r] = fmaf(z[r], to_soft[r], soft[r]);
         if (r + 1 < R) {
           up = z[r] * f[r + 1];
           diag = old * f[r + 1];
@@ -78,27 +79,36 @@ __global__ void __launch_bounds__(128) sweep(const float* table, int steps, floa
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        // Rare: the row's value, its end and its 1 move down by 2^48. The rows of a lane grow
+        // Rare: the row's values and its 1 (2^-k) move down by 2^48 when a value passes 2^48,
+        // up by 2^48 when it falls below 2^-48 (a local alignment's values fall back towards
+        // 0 after its end: Z towards 1, far below a row's 2^k by then). The rows of a lane grow
         // by up to 2^(R max(s) / t log2(e)) within a step before this (4 x 17.3 at |s| <= 3,
         // t = 0.25): a kernel has to bound that from the scores, or normalise every cell.
-        if (z[r] > 0x1p48f) {
-          z[r] *= 0x1p-48f;
-          soft[r] *= 0x1p-48f;
-          start[r] *= 0x1p-48f;  // 2^-k: 0 once k passes 149, where 1 no longer counts
-          if (r == 0) diag0 *= 0x1p-48f;
-          k[r] += 48;
+        const bool down = z[r] > 0x1p48f, up_step = z[r] < 0x1p-48f;
+        const bool soft_down = soft[r] > 0x1p48f;
+        if (down | up_step | soft_down) {
+          const float by = down ? 0x1p-48f : up_step ? 0x1p48f : 1.f;
+          z[r] *= by;
+          if (r == 0) diag0 *= by;
+          k[r] += down ? 48 : up_step ? -48 : 0;
+          start[r] = factor(0, k[r]);  // 2^-k (at least 2^-126: nothing beside the row's values)
+          if (soft_down) {
+            soft[r] *= 0x1p-48f;
+            ks[r] += 48;
+          }
+          to_soft[r] = factor(k[r], ks[r]);
           ++steps_taken;
         }
       }
     }
     const float ln2t = t * dp::device::kLn2;
     last = ln2t * (__log2f(z[R - 1]) + float(k[R - 1]));
-    int top = k[0];
+    int top = ks[0];
 #pragma unroll
-    for (int r = 1; r < R; ++r) top = max(top, k[r]);
+    for (int r = 1; r < R; ++r) top = max(top, ks[r]);
     float sum = 0.f;
 #pragma unroll
-    for (int r = 0; r < R; ++r) sum += soft[r] * factor(k[r], top);
+    for (int r = 0; r < R; ++r) sum += soft[r] * factor(ks[r], top);
     soft_end = ln2t * (__log2f(sum) + float(top));
   } else {
     dp::Config<float> cfg;
