@@ -3,16 +3,14 @@ torch.cuda.CUDAGraph by PyTorch's whole-network recipe (warm up on a side stream
 replayed on new values copied into the static inputs, must equal eager calls bit for bit; on
 the striped kernels (per-item penalties, one stripe and several) and the thread-per-item path
 (per-position penalties), with and without lengths. During capture the lengths' range check
-(a read back to the host) is skipped: device lengths are trusted, and the kernels clamp them."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
+(a read back to the host) is skipped: device lengths are trusted, and the kernels clamp them.
+A capture may also be a process's very first call (the streamed kernel then asks its occupancy
+inside the capture)."""
 import pytest
 import torch
 
 import softalign
+from fresh_process import run_in_fresh_process
 from problems import MODELS
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -21,7 +19,6 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 PATHS = {"striped": ((4, 40, 30), "item"), "stripes_pipelined": ((3, 300, 130), "item"),
          "general": ((3, 9, 11), "position")}
 ENDS = [("local", "soft"), ("global", "max")]
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_inputs(model, path, lengths, seed):
@@ -162,8 +159,4 @@ assert torch.allclose(got.cpu(), want, rtol=1e-4, atol=1e-4)
 
 
 def test_cuda_graph_capture_as_the_first_call():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run([sys.executable, "-c", FIRST_CALL_CAPTURED], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
+    run_in_fresh_process(FIRST_CALL_CAPTURED, timeout=300)

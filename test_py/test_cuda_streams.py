@@ -2,17 +2,12 @@
 few numbers for the process (problem.cpp, cuda_number), filled on the stream of the number's
 first use; a call on another stream must wait for that fill rather than read the tensor early.
 The check runs in a fresh process, so that the number's first use is the one made here."""
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+from fresh_process import run_in_fresh_process
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 FIRST_USE_ON_A_SIDE_STREAM = r"""
 import torch
@@ -37,8 +32,4 @@ assert torch.allclose(on_side.cpu(), want, rtol=2e-4, atol=2e-4), (on_side, want
 
 
 def test_cuda_number_first_filled_on_another_stream():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run([sys.executable, "-c", FIRST_USE_ON_A_SIDE_STREAM], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
+    run_in_fresh_process(FIRST_USE_ON_A_SIDE_STREAM)

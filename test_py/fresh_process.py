@@ -1,0 +1,17 @@
+"""Python code run by an interpreter of its own, with the library on its path: for what only a
+process's first use of something shows (a first fill, a first launch)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_in_fresh_process(code: str, timeout: float = 120) -> None:
+    """Runs `code`; fails the calling test with its output when it exits non-zero."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert run.returncode == 0, run.stdout + run.stderr
