@@ -2,9 +2,11 @@
 // of cells (stripes::cell, the cell of the CUDA sweeps), each waiting for the results of the step
 // before (see chain). Printed per step, in SM cycles and nanoseconds, in a lane (the vertical and
 // horizontal moves of a lane's own rows) and with a warp shuffle between the steps (a move from
-// one lane to the next, as a stripe's rows cross lanes). Any schedule of the recurrence takes at
-// least (M + N - 1) such steps one after another for an (M, N) pair: the longest path through its
-// dependences.
+// one lane to the next, as a stripe's rows cross lanes). Any schedule of this log-space cell takes
+// at least (M + N - 1) such steps one after another for an (M, N) pair, the longest path through
+// its dependences (a whole warp: its three exp2s issue 8 cycles apart on the special-function
+// unit, 16 lanes an SM a clock, and that is part of the figure; another evaluation of the same
+// recurrence, such as tools/scaled_cell_probe.cu's, has another chain).
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I ops tools/cell_latency.cu -o /tmp/cell_latency && /tmp/cell_latency
 #include <cstdio>
 

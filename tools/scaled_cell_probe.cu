@@ -6,8 +6,8 @@
 // one exp2 a cell (E, off the dependence chain) and two FMAs on it, where the log-space cell
 // takes 3 exp2 + 1 log2 and about 85 cycles of chain (tools/cell_latency.cu). Z leaves float's
 // range within a few hundred cells, so each row keeps its values as float * 2^k with its own
-// exponent k (stepped by 48 when a value passes 2^48); a value from the row above is brought to
-// this row's exponent by one multiply by 2^(k_above - k).
+// exponent k (stepped by 48 when a value passes 2^48 or falls below 2^-48); a value from the row
+// above is brought to this row's exponent by one multiply by 2^(k_above - k).
 //
 // Both sweeps run the same data flow as the striped forward's (lane l owns R rows and takes lane
 // l - 1's last row of the step before; the scores from shared memory), one warp alone
