@@ -4,6 +4,7 @@ replayed on new values copied into the static inputs, must equal eager calls bit
 the striped kernels (per-item penalties, one stripe and several) and the thread-per-item path
 (per-position penalties), with and without lengths. During capture the lengths' range check
 (a read back to the host) is skipped: device lengths are trusted, and the kernels clamp them.
+The linear forward of items_per_warp is the scaled one (two launches: scaled.cuh).
 A capture may also be a process's very first call (the streamed kernel then asks its occupancy
 inside the capture)."""
 import pytest
@@ -16,7 +17,8 @@ from problems import MODELS
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 # path: ((B, M, N), penalty shape)
-PATHS = {"striped": ((4, 40, 30), "item"), "stripes_pipelined": ((3, 300, 130), "item"),
+PATHS = {"striped": ((4, 40, 30), "item"), "items_per_warp": ((1100, 17, 23), "item"),
+         "stripes_pipelined": ((3, 300, 130), "item"),
          "general": ((3, 9, 11), "position")}
 ENDS = [("local", "soft"), ("global", "max")]
 

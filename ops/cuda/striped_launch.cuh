@@ -6,15 +6,24 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
+#include "scaled.cuh"
 #include "striped.h"
 #include "streamed.cuh"
 #include "stripes.cuh"
 
 namespace softalign {
 namespace striped {
+
+// SOFTALIGN_CUDA_LOG_SPACE=1 keeps every forward in log space (for tests and comparisons): the
+// scaled forward (scaled.cuh) is then never taken.
+inline bool log_space_only() {
+  static const bool only = std::getenv("SOFTALIGN_CUDA_LOG_SPACE") != nullptr;
+  return only;
+}
 
 template <stripes::Ends kEnds>
 using EndsConstant = std::integral_constant<stripes::Ends, kEnds>;
@@ -109,6 +118,27 @@ struct Launch {
 
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
+    // The short pairs' linear shape at t > 0: in probability space (scaled.cuh), then the items
+    // it refused in log space, the others leaving at once. H200 figures: notes (session 20).
+    if constexpr (!kAffine && G < 32) {
+      if (view.config.temperature > 0.f && !log_space_only()) {
+        const auto stream = at::cuda::getCurrentCUDAStream();
+        at::Tensor refused = at::empty({B}, p.scores.options().dtype(at::kInt));
+        int* const refused_items = refused.data_ptr<int>();
+        stripes::Workspace redo = ws;
+        redo.only = refused_items;
+        with_ends(view.config, [&](auto ends) {
+          constexpr stripes::Ends kEnds = decltype(ends)::value;
+          stripes::scaled::forward_kernel<G, R, kEnds><<<blocks(), kThreads, 0, stream>>>(
+              view, B, geo, ws, score.data_ptr<float>(), refused_items);
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          stripes::forward_kernel<kAffine, G, R, false, kEnds>
+              <<<blocks(), kThreads, 0, stream>>>(view, B, geo, redo, score.data_ptr<float>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
+        return;
+      }
+    }
     // The short pairs' affine shape: streamed (streamed.cuh) when the batch gives every group
     // of the chip at least two items; 7% faster at (65536, 32^2). Not the linear shape, which
     // the stream made 15% slower: it reads 1.6x the DRAM (notes/h200-2026-12-01-session17-ab.log

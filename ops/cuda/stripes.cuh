@@ -99,6 +99,8 @@ struct Workspace {
   float* stripe_ends;    // [b][s][4]: the local end of each stripe's cells
   float* ends;           // [b][4]: the item's local end: best, soft sum, argmax i, argmax j
   float* partials;       // [b][s][2]: d open, d extend summed over the stripe's cells
+  const int* only;       // [b]: nonzero for the items a forward takes (the scaled forward's
+                         // refusals, scaled.cuh); null: every item
 };
 
 // The ring of one item: two slots, each 2 * kStates planes of N + 1 entries (boundary values in
@@ -753,6 +755,24 @@ struct Sweep {
     }
     if constexpr (kLoad) asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
+  // Whether every cell of chunk kk lies inside the items of the warp (every lane's columns
+  // 1 .. n, every row of the stripe up to m): its scores load, and its steps sweep, without the
+  // borders' checks. The whole warp calls it.
+  __device__ static bool chunk_inside(int m, int n, int i0, int kk) {
+    return __all_sync(kFullMask, m > 0 && kk * kW - (G - 1) >= 1 && (kk + 1) * kW - 1 <= n &&
+                                     i0 + Sh::kRows <= m);
+  }
+  // Starts chunk kk's scores of the group's item into its tile (move_tile), without the
+  // per-element checks when the chunk lies inside the items (`inside`: chunk_inside's answer).
+  __device__ static void load_scores(float* warp_smem, int grp, const float* scores, int m, int n,
+                                     int l, int i0, int kk, int64_t N, bool inside) {
+    float* const tile = tile_of(warp_smem, grp, kk);
+    if (inside) {
+      move_tile<true, false, true>(tile, scores, nullptr, m, n, l, i0, kk, N);
+    } else {
+      move_tile<true>(tile, scores, nullptr, m, n, l, i0, kk, N);
+    }
+  }
   // Waits until the tile of the chunk about to be swept is in: with two buffers the next
   // chunk's copies (started before) may still be in flight.
   __device__ static void wait_for_tiles(bool next_in_flight) {
@@ -794,6 +814,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t unit = unit_of_warp(warp, ws);
   const int stripe = int(unit % geo.stripes);
   const int64_t b = (unit / geo.stripes) * kGroups + grp;
+  // A warp none of whose items the launch takes leaves at once (the scaled forward's redo).
+  if (ws.only != nullptr && __all_sync(kFullMask, b >= B || ws.only[b] == 0)) return;
   dp::Config<float> c = v.config;
   c.local = is_local(kEnds);  // a constant from here on
   constexpr bool soft = kEnds == Ends::kSoft;
@@ -803,7 +825,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   dp::Item<float> it;
   float o = 0.f, e = 0.f;  // penalties, constant per item on this path
   int m = 0, n = 0, item_stripes = 0;
-  if (b < B) {
+  if (b < B && (ws.only == nullptr || ws.only[b] != 0)) {
     it = v.item(b);
     o = it.open.at(1, 1);
     if constexpr (kAffine) e = it.extend.at(1, 1);
@@ -872,20 +894,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int a = 0; a < kRingAhead; ++a) ring.request(a, a * kRingBatch);
   }
 
-  // Whether every cell of chunk kk lies inside the items of the warp (every lane's columns
-  // 1 .. n, every row up to m): its scores load, and (see `interior`) its steps sweep, without
-  // the borders' checks.
-  const auto chunk_inside = [&](int kk) {
-    return __all_sync(kFullMask, m > 0 && kk * kW - (G - 1) >= 1 && (kk + 1) * kW - 1 <= n &&
-                                     i0 + kRows <= m);
-  };
+  // Chunks inside the items (Sweep::chunk_inside) load their scores, and (see `interior`) sweep
+  // their steps, without the borders' checks.
+  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, i0, kk); };
   const auto load_tile = [&](int kk) {
-    float* const tile = Sw::tile_of(warp_smem, grp, kk);
-    if (chunk_inside(kk)) {
-      Sw::template move_tile<true, false, true>(tile, scores, nullptr, m, n, l, i0, kk, N);
-    } else {
-      Sw::template move_tile<true>(tile, scores, nullptr, m, n, l, i0, kk, N);
-    }
+    Sw::load_scores(warp_smem, grp, scores, m, n, l, i0, kk, N, chunk_inside(kk));
   };
   if (Sh::kBuffers == 2 && steps > 0) load_tile(0);
   for (int k = 0; k * kW < steps; ++k) {

@@ -1,0 +1,298 @@
+// The short pairs' linear forward without grad at t > 0, in probability space
+// (notes/scaled-forward-plan.md): the same cells on the same lanes, tiles and steps as the
+// striped forward (stripes.cuh), each evaluated as Z = exp(H / t) rather than as H. SPEC's cell
+//   H = smax_t(0 [local], H_diag + s, H_up + g, H_left + g)
+// is then the linear recurrence
+//   Z = 1 [local] + E Z_diag + G (Z_up + Z_left),   E = exp(s / t), G = exp(g / t):
+// one exp2 a cell (E) and two FMAs on the dependence chain, where the log-space cell takes three
+// exp2s, a log2 and a chain of about 85 cycles (tools/cell_latency.cu). Boundaries: Z = 1 at
+// column 0 and row 0 (local), Z = G^i, G^j there (global). Ends: the soft end is t ln(1 + sum of
+// the cells' Z), the max end t ln max(1, Z) (exp is monotone), the global one t ln Z(m, n).
+//
+// Range. Z leaves float's range within a few hundred cells, so each row of a lane keeps its
+// values as z 2^k: a float z and an int k per row. At each chunk's start (every kW steps, the
+// whole warp at once, no branch) every row's z is brought to [1, 2) by a change of its k; in
+// between, a value from the row above is brought to this row's k by one multiply by
+// 2^(k_above - k), a factor that is constant through the chunk (the lane above's last row comes
+// by shuffle, its k once a chunk). A local row's end (soft sum or max of its cells) keeps an
+// exponent of its own, at least the row's. Nothing is checked per cell or per step.
+//
+// What it refuses. Every cell is a sum of products of non-negative floats, so rounding stays
+// relative (about an ulp a term) while no value overflows, no factor between rows is clamped
+// and no value that matters underflows. An item is refused, and left to the log-space forward
+// (the host's second launch, Workspace::only), when:
+//  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
+//    reaches its end: every later cell is at least G times the one before it (G > 0), every
+//    local cell is in the end. So +inf and NaN scores, and scores past float's range for the
+//    growth of one chunk (about 16 t log(2) a cell), are refused, by the ends alone.
+//  - |g| log2(e) / t is beyond kGapBound: a value falls by at most G a column, so with z >= 1
+//    at a chunk's start no cell of the chunk is below 2^(-kW kGapBound) = 2^-96.
+//  - two rows' exponents drift so far apart that their factor would be clamped, or that the
+//    row above's values could fall out of float's normal range in this row's scale before the
+//    chunk ends (Rows::loses).
+// A score's E may underflow: Z >= G^2 Z_diag, so what E Z_diag loses is at most 2^-102 of Z.
+// -inf scores give E = 0, as in log space.
+#pragma once
+
+#include "stripes.cuh"
+
+namespace softalign {
+namespace stripes {
+namespace scaled {
+
+constexpr int kGapBound = 12;      // |g| log2(e) / t at most
+constexpr int kFactorBound = 120;  // k_above - k at most
+constexpr float kTiny = 0x1p-100f;  // a global score's Z(m, n) at least
+
+// 2^e for e in [-126, 127] (built from its exponent bits).
+__device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
+// 2^e clamped to [2^-126, 2^127]: the factor between two rows (refused beyond kFactorBound).
+__device__ __forceinline__ float factor(int e) { return pow2(min(max(e, -126), 127)); }
+// 2^e, or 0 below 2^-126: what a value that far below the ones it joins is worth beside them.
+__device__ __forceinline__ float pow2_or_zero(int e) { return e < -126 ? 0.f : pow2(min(e, 127)); }
+
+// A lane's R rows between steps (probability space): row r's value at the column just done is
+// z[r] 2^k[r]; `diag` is the row above the lane's first row at that column, in row 0's scale.
+template <int R, bool kLocal>
+struct Rows {
+  float z[R];
+  int k[R];
+  float one[R];         // local: 1 (the cell's empty alignment) in row r's scale, 2^-k[r]
+  float from_above[R];  // r >= 1: 2^(k[r - 1] - k[r])
+  float acc[R];         // local: the soft sum or max of row r's cells inside the item, / 2^ka[r]
+  int ka[R];            // >= k[r]
+  float to_acc[R];      // 2^(k[r] - ka[r])
+  float diag = 1.f;
+
+  // Before the first step: Z = 1 (local); global, each row's k is its column 0's (G^i, i =
+  // first_row + r), so that column 0 (reached within the first chunk) keeps every k.
+  __device__ Rows(int first_row, float gap_c) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      z[r] = one[r] = to_acc[r] = 1.f;
+      k[r] = ka[r] = kLocal ? 0 : int(floorf(float(first_row + r) * gap_c));
+      acc[r] = 0.f;
+    }
+    set_factors();
+  }
+  __device__ void set_factors() {
+#pragma unroll
+    for (int r = 0; r < R; ++r) from_above[r] = factor(r == 0 ? 0 : k[r - 1] - k[r]);
+  }
+
+  // Whether the factor 2^dk from the row above to a row of exponent k, at a chunk's start (the
+  // row above's z in [1, 2)), could lose some of what the row above brings to it in the chunk:
+  // dk beyond kFactorBound, or so low that the row above's values, which fall by at most G a
+  // column, could leave float's normal range in this row's scale (`below`: 126 - kW |g|
+  // log2(e) / t) and then, times a large E, matter. A local row whose k is at most 102 keeps
+  // them normal anyway: they are at least 1, 2^-k in its scale.
+  __device__ static bool loses(int dk, int k, int below) {
+    return dk > kFactorBound || (dk < -below && !(kLocal && k <= 102));
+  }
+
+  // At a chunk's start: every row's z to [1, 2), its k changed to match (those outside
+  // [2^-126, 2^127) as they are: outside the item, or about to be refused); its 1, its end's
+  // scale and the factors between rows to match. Refuses the item (`bad`) when a factor would
+  // be clamped while cells of the item lie ahead in this lane's rows.
+  __device__ void renormalize(bool cells_ahead, int rows_inside, int below, bool& bad) {
+    const int k0 = k[0];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const unsigned bits = __float_as_uint(z[r]);
+      const bool normal = bits - 0x00800000u < 0x7e800000u;  // in [2^-126, 2^127)
+      const int e = normal ? int(bits >> 23) - 127 : 0;
+      z[r] = normal ? __uint_as_float((bits & 0x007fffffu) | 0x3f800000u) : z[r];
+      k[r] += e;
+      if constexpr (kLocal) {
+        one[r] = pow2_or_zero(-k[r]);
+        acc[r] *= pow2_or_zero(ka[r] - max(ka[r], k[r]));  // 1 unless k passed ka
+        ka[r] = max(ka[r], k[r]);
+        to_acc[r] = pow2_or_zero(k[r] - ka[r]);
+      }
+    }
+    diag *= pow2(k0 - k[0]);  // |k0 - k[0]| <= 126: a normal z's exponent
+    set_factors();
+#pragma unroll
+    for (int r = 1; r < R; ++r) {
+      bad |= cells_ahead && r < rows_inside && loses(k[r - 1] - k[r], k[r], below);
+    }
+  }
+};
+
+template <int G, int R, Ends kEnds>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score,
+                   int* refused) {
+  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  using Sh = typename Sw::Sh;
+  constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
+  static_assert(!Sh::kStacked, "items of one stripe");
+  static_assert(G <= kW, "every lane meets column 0 in the first chunk, before a k changes");
+  static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
+  static_assert(kW * kGapBound <= 96, "no cell of a chunk below 2^-96 (the top of the file)");
+  constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
+
+  const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
+  if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
+  const int grp = lane_id / G, l = lane_id % G;
+  const int64_t b = unit_of_warp(warp, ws) * kGroups + grp;
+  dp::Config<float> c = v.config;
+  c.local = kLocal;  // a constant from here on
+  const float t = c.temperature, scale = dp::device::exp2_scale(t);  // exp(x / t) = exp2(x scale)
+  const int64_t N = v.N;
+
+  dp::Item<float> it;
+  int m = 0, n = 0;
+  float gap_c = 0.f;  // g log2(e) / t
+  bool bad = false;
+  if (b < B) {
+    it = v.item(b);
+    if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
+      if (l == 0) forward_boundary_item<false>(it, b, c, ws, score);
+    } else {
+      m = it.m;
+      n = it.n;
+      gap_c = it.open.at(1, 1) * scale;
+      bad = !(fabsf(gap_c) <= float(kGapBound));  // NaN too
+      gap_c = bad ? 0.f : gap_c;
+    }
+  }
+  const float gap = dp::device::ex2(gap_c);
+  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
+  // The item's rows into L2 at once (16-byte aligned, within the tensor): the sweep's steps are
+  // too short for one chunk's loads ahead to hide DRAM's latency.
+  // (Items refused already are not swept: at low temperatures whole batches are.)
+  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 && !bad ? n + G : 0));
+  __syncwarp();
+
+  float* const warp_smem = &smem[warp][0];
+  const int first_row = l * R + 1;
+  const int rows_inside = min(max(m - l * R, 0), R);
+  const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
+  Rows<R, kLocal> rows(first_row, gap_c);
+  float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    column_zero[r] =
+        kLocal ? 1.f : dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r]));
+  }
+  float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
+  float final_value = 0.f;  // global: t ln Z(m, n), in the lane of row m
+  bool has_final = false;
+
+  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
+  const auto load_tile = [&](int kk) {
+    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
+  };
+  if (steps > 0) load_tile(0);
+  for (int kk = 0; kk * kW < steps; ++kk) {
+    __syncwarp();  // every lane is done with the chunk before
+    float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
+    const bool next = (kk + 1) * kW < steps;
+    if (next) load_tile(kk + 1);
+    // The chunk's scales: each row's k, then the lane above's last row with its k. Lane 0's
+    // row above is DP row 0: Z = 1 (local) or G^j, in row 0's scale step by step.
+    const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
+    const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
+    if (kk > 0) rows.renormalize(cells_ahead, rows_inside, below, bad);
+    up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
+    const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
+    from_lane_above = factor(k_above - rows.k[0]);
+    // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or 2^((j0 - 1) g log2(e) / t).
+    const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
+    bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
+    const float row0_local = rows.one[0];
+    Sw::wait_for_tiles(next);
+    __syncwarp();
+    const bool interior = chunk_inside(kk);
+    const auto sweep = [&](auto inside_constant) {
+      constexpr bool kInside = decltype(inside_constant)::value;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        const int j = j0 + w;  // this lane's column at this step
+        const float row0 =
+            kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
+        float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
+        rows.diag = u;
+        const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
+          const float old = rows.z[r];
+          float z = fmaf(gap, u + old, kLocal ? fmaf(E, d, rows.one[r]) : E * d);
+          if (!kInside) z = j == 0 ? column_zero[r] : z;
+          if constexpr (kLocal) {
+            const float mine = z * rows.to_acc[r];
+            const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
+            rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
+          }
+          rows.z[r] = z;
+          if (r + 1 < R) {
+            u = z * rows.from_above[r + 1];
+            d = old * rows.from_above[r + 1];
+          }
+        }
+        if constexpr (!kLocal) {  // SPEC: the value at (m, n)
+          if (j == n && m > l * R && m <= l * R + R) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              if (first_row + r == m) {
+                bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
+                final_value =
+                    t * dp::device::kLn2 * (dp::device::lg2(rows.z[r]) + float(rows.k[r]));
+              }
+            }
+            has_final = true;
+          }
+        }
+        up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
+      }
+    };
+    if (interior) {
+      sweep(std::true_type{});
+    } else {
+      sweep(std::false_type{});
+    }
+  }
+
+  // The group refuses its item if any lane did.
+  const unsigned group_lanes = (G == 32 ? kFullMask : (1u << G) - 1) << (lane_id - l);
+  if constexpr (kLocal) {
+    // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
+    // space (End), with the empty alignment (0) once per item.
+    int top = rows.ka[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r) top = max(top, rows.ka[r]);
+    float total = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float x = rows.acc[r] * pow2_or_zero(rows.ka[r] - top);
+      total = kSoft ? total + x : dp::device::max_nan(total, x);
+    }
+    bad |= !(total < INFINITY);  // NaN too
+    End end;  // a lane with no cells inside: best 0, soft sum 0
+    end.soft_sum = 0.f;
+    if (total > 0.f) {
+      const float best = t * dp::device::kLn2 * (dp::device::lg2(total) + float(top));
+      end.best = kSoft ? best : fmaxf(best, 0.f);
+      end.soft_sum = 1.f;
+    }
+    if (kSoft && l == 0) {
+      End empty;  // best 0, soft sum 1
+      empty.merge(end, c, kSoft);
+      end = empty;
+    }
+    end.merge_group<G>(c, kSoft);
+    bad = (__ballot_sync(kFullMask, bad) & group_lanes) != 0;
+    if (m > 0 && l == 0 && !bad) score[b] = end.score(c, kSoft);
+  } else {
+    bad = (__ballot_sync(kFullMask, bad) & group_lanes) != 0;
+    if (has_final && !bad) score[b] = final_value;
+  }
+  if (b < B && l == 0) refused[b] = m > 0 && bad;
+}
+
+}  // namespace scaled
+}  // namespace stripes
+}  // namespace softalign
