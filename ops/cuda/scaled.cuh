@@ -19,8 +19,8 @@
 //
 // What it refuses. Every cell is a sum of products of non-negative floats, so rounding stays
 // relative (about an ulp a term) while no value overflows, no factor between rows is clamped
-// and no value that matters underflows. An item is refused, and left to the log-space forward
-// (the host's second launch, Workspace::only), when:
+// and no value that matters underflows. An item is refused, and swept again in log space by the
+// same warp (stripes.cuh's forward_unit, on the same tiles) when:
 //  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
 //    local cell is in the end. So +inf and NaN scores, and scores past float's range for the
@@ -121,8 +121,7 @@ struct Rows {
 
 template <int G, int R, Ends kEnds>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score,
-                   int* refused) {
+    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
   using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
   using Sh = typename Sw::Sh;
   constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
@@ -136,7 +135,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int grp = lane_id / G, l = lane_id % G;
-  const int64_t b = unit_of_warp(warp, ws) * kGroups + grp;
+  const int64_t unit = unit_of_warp(warp, ws);
+  const int64_t b = unit * kGroups + grp;
   dp::Config<float> c = v.config;
   c.local = kLocal;  // a constant from here on
   const float t = c.temperature, scale = dp::device::exp2_scale(t);  // exp(x / t) = exp2(x scale)
@@ -256,8 +256,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
   }
 
-  // The group refuses its item if any lane did.
-  const unsigned group_lanes = (G == 32 ? kFullMask : (1u << G) - 1) << (lane_id - l);
+  float local_score = 0.f;
   if constexpr (kLocal) {
     // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
     // space (End), with the empty alignment (0) once per item.
@@ -284,13 +283,26 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       end = empty;
     }
     end.merge_group<G>(c, kSoft);
-    bad = (__ballot_sync(kFullMask, bad) & group_lanes) != 0;
-    if (m > 0 && l == 0 && !bad) score[b] = end.score(c, kSoft);
-  } else {
-    bad = (__ballot_sync(kFullMask, bad) & group_lanes) != 0;
-    if (has_final && !bad) score[b] = final_value;
+    local_score = end.score(c, kSoft);
   }
-  if (b < B && l == 0) refused[b] = m > 0 && bad;
+
+  // A group refuses its item if any of its lanes did; the warp then sweeps the refused items
+  // again, in log space (the striped forward's sweep, on the same shared memory).
+  const unsigned bad_lanes = __ballot_sync(kFullMask, bad);
+  unsigned refused = 0;  // a bit per group
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    if ((bad_lanes >> (g * G)) & ((1u << G) - 1u)) refused |= 1u << g;
+  }
+  if (!(refused >> grp & 1u)) {
+    if (kLocal && m > 0 && l == 0) score[b] = local_score;
+    if (!kLocal && has_final) score[b] = final_value;
+  }
+  if (refused != 0) {
+    __syncwarp();  // every lane is done with the tiles
+    stripes::forward_unit<false, G, R, false, kEnds>(v, B, geo, ws, score, warp_smem, unit,
+                                                     refused);
+  }
 }
 
 }  // namespace scaled

@@ -118,22 +118,14 @@ struct Launch {
 
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
-    // The short pairs' linear shape at t > 0: in probability space (scaled.cuh), then the items
-    // it refused in log space, the others leaving at once. H200 figures: notes (session 20).
+    // The short pairs' linear shape at t > 0: in probability space (scaled.cuh; the items it
+    // refuses in log space, by the same warps). H200 figures: notes (session 20).
     if constexpr (!kAffine && G < 32) {
       if (view.config.temperature > 0.f && !log_space_only()) {
-        const auto stream = at::cuda::getCurrentCUDAStream();
-        at::Tensor refused = at::empty({B}, p.scores.options().dtype(at::kInt));
-        int* const refused_items = refused.data_ptr<int>();
-        stripes::Workspace redo = ws;
-        redo.only = refused_items;
         with_ends(view.config, [&](auto ends) {
-          constexpr stripes::Ends kEnds = decltype(ends)::value;
-          stripes::scaled::forward_kernel<G, R, kEnds><<<blocks(), kThreads, 0, stream>>>(
-              view, B, geo, ws, score.data_ptr<float>(), refused_items);
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
-          stripes::forward_kernel<kAffine, G, R, false, kEnds>
-              <<<blocks(), kThreads, 0, stream>>>(view, B, geo, redo, score.data_ptr<float>());
+          stripes::scaled::forward_kernel<G, R, decltype(ends)::value>
+              <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                  view, B, geo, ws, score.data_ptr<float>());
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
         return;

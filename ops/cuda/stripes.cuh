@@ -99,8 +99,6 @@ struct Workspace {
   float* stripe_ends;    // [b][s][4]: the local end of each stripe's cells
   float* ends;           // [b][4]: the item's local end: best, soft sum, argmax i, argmax j
   float* partials;       // [b][s][2]: d open, d extend summed over the stripe's cells
-  const int* only;       // [b]: nonzero for the items a forward takes (the scaled forward's
-                         // refusals, scaled.cuh); null: every item
 };
 
 // The ring of one item: two slots, each 2 * kStates planes of N + 1 entries (boundary values in
@@ -799,23 +797,24 @@ __device__ dp::LocalEnd<float> forward_boundary_item(const dp::Item<float>& it, 
 
 // ------------------------------------------------------------------------------ forward
 
+// The forwards' sweep of one work unit by the calling warp (its shared memory: Sweep's
+// Shape::kWarpFloats floats at warp_smem); `taken` has a bit per group of the warp, set for the
+// groups whose items it sweeps, the others' left as they are. The body of forward_kernel, and the
+// scaled forward's redo of the items it refuses (scaled.cuh).
 template <bool kAffine, int G, int R, bool kSave, Ends kEnds>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
+__device__ __forceinline__ void forward_unit(const ProblemView<float>& v, int64_t B,
+                                             const Geometry& geo, const Workspace& ws,
+                                             float* score, float* const warp_smem, int64_t unit,
+                                             unsigned taken) {
   using Sw = Sweep<kAffine, G, R, forward_chunk_steps(kAffine, G)>;
   using Sh = typename Sw::Sh;
   constexpr int kW = Sw::kW;
   constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
-  __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
 
-  const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
-  if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
+  const int lane_id = threadIdx.x % 32;
   const int grp = lane_id / G, l = lane_id % G;
-  const int64_t unit = unit_of_warp(warp, ws);
   const int stripe = int(unit % geo.stripes);
   const int64_t b = (unit / geo.stripes) * kGroups + grp;
-  // A warp none of whose items the launch takes leaves at once (the scaled forward's redo).
-  if (ws.only != nullptr && __all_sync(kFullMask, b >= B || ws.only[b] == 0)) return;
   dp::Config<float> c = v.config;
   c.local = is_local(kEnds);  // a constant from here on
   constexpr bool soft = kEnds == Ends::kSoft;
@@ -825,7 +824,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   dp::Item<float> it;
   float o = 0.f, e = 0.f;  // penalties, constant per item on this path
   int m = 0, n = 0, item_stripes = 0;
-  if (b < B && (ws.only == nullptr || ws.only[b] != 0)) {
+  if (b < B && (taken >> grp & 1u)) {
     it = v.item(b);
     o = it.open.at(1, 1);
     if constexpr (kAffine) e = it.extend.at(1, 1);
@@ -861,7 +860,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // Not the long linear one: 7-14% slower with it ((32, 1024^2) 370 -> 402 us).
   constexpr bool kEvictFirstSlabs = kAffine || G < 32;
 
-  float* const warp_smem = &smem[warp][0];
   float* const my_above = Sw::edge_of(warp_smem, grp);
   const int first_row = i0 + l * R + 1;
 
@@ -1068,6 +1066,16 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   } else if (has_final) {
     score[b] = final_value;
   }
+}
+
+template <bool kAffine, int G, int R, bool kSave, Ends kEnds>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
+  __shared__ float smem[kWarpsPerBlock][Shape<kAffine, G, R, forward_chunk_steps(kAffine, G)>::kWarpFloats];
+  const int warp = threadIdx.x / 32;
+  if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
+  forward_unit<kAffine, G, R, kSave, kEnds>(v, B, geo, ws, score, &smem[warp][0],
+                                            unit_of_warp(warp, ws), ~0u);
 }
 
 // ------------------------------------------------------------------------------ adjoint
