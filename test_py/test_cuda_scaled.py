@@ -1,11 +1,13 @@
 """The CUDA backend's scaled forward (ops/cuda/scaled.cuh): the short pairs' linear forward
 without grad at t > 0 (B > 1024, M <= 32), evaluated in probability space, each row's values
-with an exponent of their own; the items it refuses are redone in log space by a second launch.
-Against the CPU backend in float64: temperatures from 0.05 to 100, long rows (the exponents
-move by thousands), and items built to be refused (exp(s / t) past float's range, NaN and +inf
-scores, gaps whose exp(g / t) vanishes) among items it takes, so that each launch must write
-its own items and only those."""
+with an exponent of their own; the items it refuses are swept again in log space by the same
+warp. Against the CPU backend in float64: temperatures from 0.05 to 100 (at 0.05 every item is
+refused), long rows (the exponents move by thousands), whole chunks inside the items (no
+lengths), rows whose values fall and rise again by more than float's range, and items built to
+be refused (exp(s / t) past float's range, NaN and +inf scores, gaps whose exp(g / t) vanishes)
+among items it takes, so that each sweep must write its own items and only those."""
 import math
+import os
 
 import pytest
 import torch
@@ -42,12 +44,51 @@ def test_scaled_forward_matches_cpu(end, t):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_forward_whole_chunks_inside(end):
+    """No lengths: every chunk of a warp's four items lies inside them (the sweep without the
+    borders' checks)."""
+    p = make_problem("linear", *end, 1.0, B=2000, M=32, N=40, penalties="item", seed=4)
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_forward_long_rows(end):
-    """3000 columns at t = 0.1: the global values fall by about 40000 powers of two along a row,
-    the local ones rise and fall back with each alignment."""
-    p = make_problem("linear", *end, 0.1, B=1100, M=9, N=3000, penalties="item", lengths=True,
+    """3000 columns at t = 0.2: the global values fall by about 20000 powers of two along a row,
+    the local ones rise and fall back with each alignment. The tolerance is below t ln 2 (a
+    power of two of Z lost) at global scores of about 2500."""
+    p = make_problem("linear", *end, 0.2, B=1100, M=9, N=3000, penalties="item", lengths=True,
                      seed=3)
     p.scores += 0.3  # longer alignments: local values that rise far
+    got = forward(p, "cuda", torch.float32)
+    want = forward(p, "cpu", torch.float64)
+    torch.testing.assert_close(got.cpu().double(), want, rtol=3e-5, atol=1e-3)
+
+
+def diagonal(S, end_i, end_j, cells, log2_total):
+    """Scores along the diagonal of `cells` cells ending at cell (end_i, end_j) that sum to
+    log2_total powers of two of Z at t = 1."""
+    for q in range(cells):
+        S[:, end_i - cells + q, end_j - cells + q] = log2_total / cells / math.log2(math.e)
+
+
+@pytest.mark.parametrize("reduction", ["max", "soft"])
+@pytest.mark.parametrize("case", ["peak_then_rise", "rows_far_below_the_top"])
+def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction):
+    """A row's values 2^126 below its end's running maximum at a chunk's start, then back near
+    2^127 within the chunk (its cells must still count in the end), and a row whose end sits
+    2^127 below the lane's top exponent but holds a sum near 2^127 (it must still count when the
+    lane's rows merge). Found by a review's emulation of the kernel: both were dropped before."""
+    B, M, N = 1100, 16, 64
+    p = make_problem("linear", "local", reduction, 1.0, B=B, M=M, N=N, seed=0)
+    p.gap_open = -4.0
+    p.scores.fill_(-3.0)
+    if case == "peak_then_rise":
+        diagonal(p.scores, 16, 20, 16, 127.7)  # rows 1-16, ending at (16, 20)
+        diagonal(p.scores, 16, 48, 4, 127.7)   # rows 13-16, ending at (16, 48)
+    else:
+        diagonal(p.scores, 16, 20, 3, 126.5)
+        diagonal(p.scores, 16, 28, 3, 127.5)
+        diagonal(p.scores, 13, 64, 4, 127.0)
     assert_matches_cpu(p)
 
 
@@ -63,7 +104,7 @@ def test_scaled_forward_refused_items(end):
     p.scores[14, :, 5] = -math.inf  # taken: E = 0, as in log space
     p.gap_open[15] = -500.0         # exp(g / t) vanishes
     p.gap_open[16] = 200.0          # and overflows
-    p.scores[17, :, :] = -30.0      # E underflows: taken (SPEC's values follow the gaps)
+    p.scores[17, :, :] = -100.0     # E underflows to 0: taken (the values follow the gaps)
     p.scores[18, 5:, :] = 40.0      # values past float's range within one step
     got = assert_matches_cpu(p)
     assert torch.isnan(got[12])  # and every other item as the CPU has it
@@ -78,26 +119,31 @@ def test_scaled_forward_repeats_bit_for_bit():
         assert torch.equal(again, runs[0])
 
 
-LOG_SPACE_ONLY = f"""
+LOG_SPACE_ONLY = """
 import os
 import sys
-sys.path.insert(0, {str(ROOT / "test_py")!r})
+sys.path.insert(0, {test_py!r})
 os.environ["SOFTALIGN_CUDA_LOG_SPACE"] = "1"  # before the first call, which reads it
 import torch
 import softalign
 from problems import make_problem
-for mode, reduction in [("local", "soft"), ("global", "max")]:
-    p = make_problem("linear", mode, reduction, 0.5, B=1500, M=32, N=29, penalties="item",
-                     lengths=True, seed=1)
-    q = p.on("cuda", torch.float32)
-    with torch.no_grad():
-        got = softalign.smith_waterman(q.scores, **q.kwargs())
-        want = softalign.smith_waterman(p.scores, **p.kwargs())
-    torch.testing.assert_close(got.cpu().double(), want, rtol=2e-4, atol=2e-4)
+p = make_problem("linear", "local", "soft", 0.5, B=1500, M=32, N=29, penalties="item",
+                 lengths=True, seed=1).on("cuda", torch.float32)
+with torch.no_grad():
+    torch.save(softalign.smith_waterman(p.scores, **p.kwargs()).cpu(), {out!r})
 """
 
 
-def test_log_space_only_keeps_the_log_space_forward():
-    """SOFTALIGN_CUDA_LOG_SPACE=1 sends the same calls to the log-space forward, which must
-    match the CPU backend as well."""
-    run_in_fresh_process(LOG_SPACE_ONLY)
+@pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
+def test_log_space_only_keeps_the_log_space_forward(tmp_path):
+    """SOFTALIGN_CUDA_LOG_SPACE=1 sends the same call to the log-space forward: it must agree
+    with the scaled one to float32 rounding, and differ from it in some bits (so that the
+    variable is seen to act)."""
+    out = tmp_path / "log_space.pt"
+    run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out)))
+    log_space = torch.load(out)
+    p = make_problem("linear", "local", "soft", 0.5, B=1500, M=32, N=29, penalties="item",
+                     lengths=True, seed=1)
+    scaled = forward(p, "cuda", torch.float32).cpu()
+    torch.testing.assert_close(scaled, log_space, rtol=2e-4, atol=2e-4)
+    assert not torch.equal(scaled, log_space)

@@ -23,15 +23,17 @@
 // same warp (stripes.cuh's forward_unit, on the same tiles) when:
 //  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
-//    local cell is in the end. So +inf and NaN scores, and scores past float's range for the
-//    growth of one chunk (about 16 t log(2) a cell), are refused, by the ends alone.
+//    local cell is in the end. So +inf and NaN scores, and scores that take a value past
+//    float's range within one chunk (a rise of 2^128 in 8 columns), are refused, by the ends.
 //  - |g| log2(e) / t is beyond kGapBound: a value falls by at most G a column, so with z >= 1
 //    at a chunk's start no cell of the chunk is below 2^(-kW kGapBound) = 2^-96.
 //  - two rows' exponents drift so far apart that their factor would be clamped, or that the
 //    row above's values could fall out of float's normal range in this row's scale before the
-//    chunk ends (Rows::loses).
+//    chunk ends (Rows::loses), or the first step's diagonal is below float's normal range.
 // A score's E may underflow: Z >= G^2 Z_diag, so what E Z_diag loses is at most 2^-102 of Z.
-// -inf scores give E = 0, as in log space.
+// -inf scores give E = 0, as in log space. A local row's end drops (pow2_to_subnormal) cells at
+// most 2^-149 of its running sum's scale, which may rise by 2^128 within a chunk: at most 2^-21
+// of the sum, and only until the next chunk.
 #pragma once
 
 #include "stripes.cuh"
@@ -50,6 +52,18 @@ __device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) <
 __device__ __forceinline__ float factor(int e) { return pow2(min(max(e, -126), 127)); }
 // 2^e, or 0 below 2^-126: what a value that far below the ones it joins is worth beside them.
 __device__ __forceinline__ float pow2_or_zero(int e) { return e < -126 ? 0.f : pow2(min(e, 127)); }
+// 2^e down to 2^-149 (a subnormal, still exact), else 0: the scale of a row's cells (at most
+// 2^128 in its own) in its end, a sum of at least 1; what it drops is at most 2^-21 of that sum,
+// for one chunk (the next renormalisation brings k up with the values).
+__device__ __forceinline__ float pow2_to_subnormal(int e) {
+  return e >= -126 ? pow2(min(e, 127)) : e >= -149 ? __int_as_float(1 << (e + 149)) : 0.f;
+}
+// x 2^e for e <= 0 by two exact factors (one rounding, graceful underflow): a sum moved to a
+// larger exponent. A single factor, 0 below 2^-126, lost whole sums that had risen within a chunk.
+__device__ __forceinline__ float scale_down(float x, int e) {
+  const int first = max(e, -126);
+  return x * pow2(first) * pow2(max(e - first, -126));
+}
 
 // A lane's R rows between steps (probability space): row r's value at the column just done is
 // z[r] 2^k[r]; `diag` is the row above the lane's first row at that column, in row 0's scale.
@@ -105,9 +119,9 @@ struct Rows {
       k[r] += e;
       if constexpr (kLocal) {
         one[r] = pow2_or_zero(-k[r]);
-        acc[r] *= pow2_or_zero(ka[r] - max(ka[r], k[r]));  // 1 unless k passed ka
+        acc[r] = scale_down(acc[r], ka[r] - max(ka[r], k[r]));  // as is unless k passed ka
         ka[r] = max(ka[r], k[r]);
-        to_acc[r] = pow2_or_zero(k[r] - ka[r]);
+        to_acc[r] = pow2_to_subnormal(k[r] - ka[r]);
       }
     }
     diag *= pow2(k0 - k[0]);  // |k0 - k[0]| <= 126: a normal z's exponent
@@ -160,9 +174,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
   const float gap = dp::device::ex2(gap_c);
   const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
-  // The item's rows into L2 at once (16-byte aligned, within the tensor): the sweep's steps are
-  // too short for one chunk's loads ahead to hide DRAM's latency.
-  // (Items refused already are not swept: at low temperatures whole batches are.)
+  // Items refused by their gap take no steps of their own: a warp of only such items (at low
+  // temperatures, whole batches) goes straight to the log-space sweep.
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 && !bad ? n + G : 0));
   __syncwarp();
 
@@ -191,11 +204,15 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
     const bool next = (kk + 1) * kW < steps;
     if (next) load_tile(kk + 1);
-    // The chunk's scales: each row's k, then the lane above's last row with its k. Lane 0's
-    // row above is DP row 0: Z = 1 (local) or G^j, in row 0's scale step by step.
+    // The chunk's scales: each row's k, then the lane above's last row with its k.
     const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
     const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
-    if (kk > 0) rows.renormalize(cells_ahead, rows_inside, below, bad);
+    if (kk > 0) {
+      rows.renormalize(cells_ahead, rows_inside, below, bad);
+      // The row above at column j0 - 1, the first step's diagonal: Rows::loses bounds the row
+      // above at j0, which may have risen far above it.
+      bad |= cells_ahead && !(rows.diag >= 0x1p-126f);
+    }
     up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
     const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
     from_lane_above = factor(k_above - rows.k[0]);
@@ -266,7 +283,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     float total = 0.f;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float x = rows.acc[r] * pow2_or_zero(rows.ka[r] - top);
+      const float x = scale_down(rows.acc[r], rows.ka[r] - top);
       total = kSoft ? total + x : dp::device::max_nan(total, x);
     }
     bad |= !(total < INFINITY);  // NaN too

@@ -18,8 +18,8 @@
 namespace softalign {
 namespace striped {
 
-// SOFTALIGN_CUDA_LOG_SPACE=1 keeps every forward in log space (for tests and comparisons): the
-// scaled forward (scaled.cuh) is then never taken.
+// SOFTALIGN_CUDA_LOG_SPACE set (to anything, as SOFTALIGN_CUDA_GENERAL) keeps every forward in
+// log space, for tests and comparisons: the scaled forward (scaled.cuh) is then never taken.
 inline bool log_space_only() {
   static const bool only = std::getenv("SOFTALIGN_CUDA_LOG_SPACE") != nullptr;
   return only;

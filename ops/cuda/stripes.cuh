@@ -1071,7 +1071,8 @@ __device__ __forceinline__ void forward_unit(const ProblemView<float>& v, int64_
 template <bool kAffine, int G, int R, bool kSave, Ends kEnds>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
-  __shared__ float smem[kWarpsPerBlock][Shape<kAffine, G, R, forward_chunk_steps(kAffine, G)>::kWarpFloats];
+  using Sh = typename Sweep<kAffine, G, R, forward_chunk_steps(kAffine, G)>::Sh;
+  __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
   const int warp = threadIdx.x / 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   forward_unit<kAffine, G, R, kSave, kEnds>(v, B, geo, ws, score, &smem[warp][0],
