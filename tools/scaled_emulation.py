@@ -1,0 +1,222 @@
+"""A float32 emulation of ops/cuda/scaled.cuh's forward_kernel (G = 8, R = 4, kW = 8), step by
+step and lane by lane in numpy, vectorised over items: run(S, g, t, m, n, mode, reduction)
+returns (score, refused, stats) per item, refused items' scores being the scaled sweep's (the
+kernel redoes them in log space). Written by session 20's review to find inputs on which the
+kernel returns a wrong score without refusing the item, without a GPU; it must follow the
+kernel line by line, so a change to one is a change to both. Compare with the CPU backend:
+
+    SOFTALIGN_LIBRARY=build/libsoftalign.so PYTHONPATH=python python3 -c "import sys; \
+        sys.path.insert(0, 'tools'); import scaled_emulation; ..."
+"""
+import math
+import numpy as np
+
+F = np.float32
+G, R, KW = 8, 4, 8
+LOG2E = 1.4426950408889634
+LN2 = F(0.6931471805599453)
+KGAP, KFAC, KTINY = 12, 120, F(2.0 ** -100)
+
+
+def ex2(x):
+    x = np.asarray(x, dtype=F)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.exp2(x.astype(np.float64)).astype(F)
+    r = np.where(np.abs(r) < F(2.0 ** -126), F(0), r)  # ftz
+    return r.astype(F)
+
+
+def pow2(e):
+    return np.ldexp(F(1), np.asarray(e)).astype(F)
+
+
+def factor(e):
+    return pow2(np.clip(e, -126, 127))
+
+
+def pow2_or_zero(e):
+    e = np.asarray(e)
+    return np.where(e < -126, F(0), pow2(np.minimum(e, 127))).astype(F)
+
+
+def pow2_to_subnormal(e):
+    e = np.asarray(e)
+    return np.where(e < -149, F(0), np.ldexp(F(1), np.minimum(e, 127)).astype(F)).astype(F)
+
+
+def scale_down(x, e):
+    e = np.asarray(e)
+    first = np.maximum(e, -126)
+    return mul(mul(x, pow2(first)), pow2(np.maximum(e - first, -126)))
+
+
+def fma(a, b, c):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(F)
+
+
+def mul(a, b):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (np.asarray(a, F) * np.asarray(b, F)).astype(F)
+
+
+def shfl_up(x):
+    y = x.copy()
+    y[:, 1:] = x[:, :-1]
+    return y
+
+
+def run(S, g, t, m, n, mode="local", reduction="soft"):
+    """S: (B, M, N) float64; g: (B,) gap; m, n: (B,) lengths."""
+    local = mode == "local"
+    soft = local and reduction == "soft"
+    B, M, N = S.shape
+    scale = F(LOG2E / t)
+    l = np.arange(G)[None, :]
+    gap_c = (g.astype(F) * scale).astype(F)[:, None] * np.ones((1, G), F)
+    bad = ~(np.abs(gap_c) <= KGAP)
+    gap_c = np.where(bad, F(0), gap_c).astype(F)
+    gap = ex2(gap_c)
+    mm = m[:, None] * np.ones((1, G), int)
+    nn = n[:, None] * np.ones((1, G), int)
+    valid = (mm > 0) & (nn > 0)
+    first_row = l * R + 1
+    rows_inside = np.clip(mm - l * R, 0, R)
+    below = 126 - KW * np.ceil(np.abs(gap_c)).astype(int)
+    # E tile: E[b, i, j] for i in 1..M, j in 1..N inside the item, else 1
+    Sp = np.zeros((B, max(M, 32) + 1, N + 1 + 64), F)
+    ii = np.arange(1, M + 1)[None, :, None]
+    jj = np.arange(1, N + 1)[None, None, :]
+    inside = (ii <= m[:, None, None]) & (jj <= n[:, None, None])
+    Sp[:, 1:M + 1, 1:N + 1] = np.where(inside, S, 0).astype(F)
+    E_all = ex2(mul(Sp, scale))
+
+    k = np.zeros((R, B, G), np.int64)
+    for r in range(R):
+        k[r] = 0 if local else np.floor((first_row + r).astype(F) * gap_c).astype(np.int64)
+    ka = k.copy()
+    z = np.ones((R, B, G), F)
+    one = np.ones((R, B, G), F)
+    to_acc = np.ones((R, B, G), F)
+    acc = np.zeros((R, B, G), F)
+    diag = np.ones((B, G), F)
+
+    def set_factors():
+        fa = np.ones((R, B, G), F)
+        for r in range(1, R):
+            fa[r] = factor(k[r - 1] - k[r])
+        return fa
+
+    from_above = set_factors()
+    column_zero = np.ones((R, B, G), F)
+    if not local:
+        for r in range(R):
+            column_zero[r] = ex2(((first_row + r).astype(np.float64) * gap_c - k[r]).astype(F))
+    final_value = np.zeros((B, G), F)
+    has_final = np.zeros((B, G), bool)
+    steps = int(np.max(np.where(valid[:, 0] & ~bad[:, 0], n + G, 0), initial=0))
+
+    def loses(dk, kk_):
+        return (dk > KFAC) | ((dk < -below) & ~(local & (kk_ <= 102)))
+
+    kk = 0
+    stats = dict(toacc_zero_cells=0)
+    while kk * KW < steps:
+        j0 = kk * KW - l
+        cells_ahead = (rows_inside > 0) & (j0 + KW - 1 >= 1) & (j0 <= nn) & valid
+        if kk > 0:
+            k0 = k[0].copy()
+            for r in range(R):
+                bits = z[r].view(np.uint32)
+                normal = (bits.astype(np.int64) - 0x00800000 >= 0) & (bits.astype(np.int64) - 0x00800000 < 0x7e800000)
+                e = np.where(normal, (bits >> 23).astype(np.int64) - 127, 0)
+                z[r] = np.where(normal, ((bits & 0x007fffff) | 0x3f800000).astype(np.uint32).view(F), z[r])
+                k[r] += e
+                if local:
+                    one[r] = pow2_or_zero(-k[r])
+                    acc[r] = scale_down(acc[r], ka[r] - np.maximum(ka[r], k[r]))
+                    ka[r] = np.maximum(ka[r], k[r])
+                    to_acc[r] = pow2_to_subnormal(k[r] - ka[r])
+            diag = mul(diag, pow2(k0 - k[0]))
+            from_above = set_factors()
+            for r in range(1, R):
+                bad |= cells_ahead & (r < rows_inside) & loses(k[r - 1] - k[r], k[r])
+            bad |= cells_ahead & ~(diag >= F(2.0 ** -126))
+        up = shfl_up(z[R - 1])
+        k_above = shfl_up(k[R - 1])
+        from_lane_above = factor(k_above - k[0])
+        k_row0 = np.zeros_like(k_above) if local else np.floor(((j0 - 1).astype(F) * gap_c).astype(F)).astype(np.int64)
+        bad |= cells_ahead & loses(np.where(l == 0, k_row0, k_above) - k[0], k[0])
+        row0_local = one[0].copy()
+        for w in range(KW):
+            j = j0 + w
+            if local:
+                row0 = row0_local
+            else:
+                row0 = ex2((j.astype(np.float64) * gap_c - k[0]).astype(F))
+            u = np.where(l == 0, row0, mul(up, from_lane_above))
+            d = diag
+            diag = u
+            column_inside = (j >= 1) & (j <= nn)
+            jc = np.clip(j, 0, N + 63)
+            for r in range(R):
+                i = first_row + r  # (1, G)
+                E = E_all[np.arange(B)[:, None], np.broadcast_to(i, (B, G)), jc]
+                E = np.where(column_inside & (i <= mm), E, F(1))
+                old = z[r].copy()
+                inner = fma(E, d, one[r]) if local else mul(E, d)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    zz = fma(gap, (u + old).astype(F), inner)
+                zz = np.where(j == 0, column_zero[r], zz)
+                if local:
+                    mine = mul(zz, to_acc[r])
+                    ins = column_inside & (r < rows_inside)
+                    stats["toacc_zero_cells"] += int(np.sum(ins & (to_acc[r] == 0) & (zz > 2.0 ** 64)))
+                    add = np.where(ins, mine, F(0))
+                    if soft:
+                        with np.errstate(over="ignore", invalid="ignore"):
+                            acc[r] = (acc[r] + add).astype(F)
+                    else:
+                        acc[r] = np.where(np.isnan(acc[r]) | np.isnan(add), np.nan, np.maximum(acc[r], add)).astype(F)
+                z[r] = zz
+                if r + 1 < R:
+                    u = mul(zz, from_above[r + 1])
+                    d = mul(old, from_above[r + 1])
+            if not local:
+                hit = (j == nn) & (mm > l * R) & (mm <= l * R + R)
+                for r in range(R):
+                    h = hit & (first_row + r == mm)
+                    zr = z[r]
+                    bad |= h & ~((zr >= KTINY) & (zr < np.inf))
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        fv = (np.float64(t) * LN2 * (np.log2(zr.astype(np.float64)) + k[r])).astype(F)
+                    final_value = np.where(h, fv, final_value)
+                has_final |= hit
+            up = shfl_up(z[R - 1])
+        kk += 1
+
+    if local:
+        top = ka.max(axis=0)
+        total = np.zeros((B, G), F)
+        for r in range(R):
+            x = scale_down(acc[r], ka[r] - top)
+            if soft:
+                total = (total + x).astype(F)
+            else:
+                total = np.where(np.isnan(total) | np.isnan(x), np.nan, np.maximum(total, x)).astype(F)
+        bad |= ~(total < np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            best = np.float64(t) * np.log(2) * (np.log2(total.astype(np.float64)) + top)
+        has = total > 0
+        if soft:
+            # t ln(1 + sum over lanes of exp(best / t))
+            mx = np.max(np.where(has, best, 0.0), axis=1, keepdims=True)
+            mx = np.maximum(mx, 0.0)
+            s = np.exp(-mx[:, 0] / t) + np.sum(np.where(has, np.exp((best - mx) / t), 0.0), axis=1)
+            score = mx[:, 0] + t * np.log(s)
+        else:
+            score = np.maximum(np.max(np.where(has, best, 0.0), axis=1), 0.0)
+    else:
+        score = np.sum(np.where(has_final, final_value, 0), axis=1).astype(np.float64)
+    refused = bad.any(axis=1) & valid[:, 0]
+    return score, refused, stats
