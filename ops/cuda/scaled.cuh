@@ -65,6 +65,11 @@ __device__ __forceinline__ float scale_down(float x, int e) {
   return x * pow2(first) * pow2(max(e - first, -126));
 }
 
+// t ln(z 2^k): a value of probability space back in log space (H, or an end's score).
+__device__ __forceinline__ float log_space(float z, int k, float t) {
+  return t * dp::device::kLn2 * (dp::device::lg2(z) + float(k));
+}
+
 // A lane's R rows between steps (probability space): row r's value at the column just done is
 // z[r] 2^k[r]; `diag` is the row above the lane's first row at that column, in row 0's scale.
 template <int R, bool kLocal>
@@ -256,8 +261,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
             for (int r = 0; r < R; ++r) {
               if (first_row + r == m) {
                 bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
-                final_value =
-                    t * dp::device::kLn2 * (dp::device::lg2(rows.z[r]) + float(rows.k[r]));
+                final_value = log_space(rows.z[r], rows.k[r], t);
               }
             }
             has_final = true;
@@ -290,7 +294,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     End end;  // a lane with no cells inside: best 0, soft sum 0
     end.soft_sum = 0.f;
     if (total > 0.f) {
-      const float best = t * dp::device::kLn2 * (dp::device::lg2(total) + float(top));
+      const float best = log_space(total, top, t);
       end.best = kSoft ? best : fmaxf(best, 0.f);
       end.soft_sum = 1.f;
     }
