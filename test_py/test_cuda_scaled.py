@@ -53,10 +53,12 @@ def test_scaled_forward_whole_chunks_inside(end):
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_forward_long_rows(end):
-    """3000 columns at t = 0.2: the global values fall by about 20000 powers of two along a row,
-    the local ones rise and fall back with each alignment. The tolerance is below t ln 2 (a
-    power of two of Z lost) at global scores of about 2500."""
-    p = make_problem("linear", *end, 0.2, B=1100, M=9, N=3000, penalties="item", lengths=True,
+    """1000 columns at t = 0.2: the global values fall by about 7000 powers of two along a row,
+    the local ones rise and fall back with each alignment. The tolerance (0.03 at global scores
+    near -980) is below t ln 2 = 0.139 (a power of two of Z lost) and above the CPU's float32
+    rounding (0.013 at most). At 3000 columns float32 itself is off by up to 0.107 there (the
+    error grows as N^2), too close to a power of two to tell them apart."""
+    p = make_problem("linear", *end, 0.2, B=1100, M=9, N=1000, penalties="item", lengths=True,
                      seed=3)
     p.scores += 0.3  # longer alignments: local values that rise far
     got = forward(p, "cuda", torch.float32)
