@@ -179,132 +179,136 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
   const float gap = dp::device::ex2(gap_c);
   const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
-  // Items refused by their gap take no steps of their own: a warp of only such items (at low
-  // temperatures, whole batches) goes straight to the log-space sweep.
+  // Items refused by their gap take no steps of their own.
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 && !bad ? n + G : 0));
   __syncwarp();
 
   float* const warp_smem = &smem[warp][0];
-  const int first_row = l * R + 1;
-  const int rows_inside = min(max(m - l * R, 0), R);
-  const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
-  Rows<R, kLocal> rows(first_row, gap_c);
-  float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    column_zero[r] =
-        kLocal ? 1.f : dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r]));
-  }
-  float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
-  float final_value = 0.f;  // global: t ln Z(m, n), in the lane of row m
+  // What the sweep gives the items it keeps: global, t ln Z(m, n) in the lane of row m;
+  // local, the item's score.
+  float final_value = 0.f, local_score = 0.f;
   bool has_final = false;
-
-  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
-  const auto load_tile = [&](int kk) {
-    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
-  };
-  if (steps > 0) load_tile(0);
-  for (int kk = 0; kk * kW < steps; ++kk) {
-    __syncwarp();  // every lane is done with the chunk before
-    float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
-    const bool next = (kk + 1) * kW < steps;
-    if (next) load_tile(kk + 1);
-    // The chunk's scales: each row's k, then the lane above's last row with its k.
-    const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
-    const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
-    if (kk > 0) {
-      rows.renormalize(cells_ahead, rows_inside, below, bad);
-      // The row above at column j0 - 1, the first step's diagonal: Rows::loses bounds the row
-      // above at j0, which may have risen far above it.
-      bad |= cells_ahead && !(rows.diag >= 0x1p-126f);
-    }
-    up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
-    const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
-    from_lane_above = factor(k_above - rows.k[0]);
-    // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or 2^((j0 - 1) g log2(e) / t).
-    const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
-    bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
-    const float row0_local = rows.one[0];
-    Sw::wait_for_tiles(next);
-    __syncwarp();
-    const bool interior = chunk_inside(kk);
-    const auto sweep = [&](auto inside_constant) {
-      constexpr bool kInside = decltype(inside_constant)::value;
-#pragma unroll
-      for (int w = 0; w < kW; ++w) {
-        const int j = j0 + w;  // this lane's column at this step
-        const float row0 =
-            kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
-        float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
-        rows.diag = u;
-        const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
-          const float old = rows.z[r];
-          float z = fmaf(gap, u + old, kLocal ? fmaf(E, d, rows.one[r]) : E * d);
-          if (!kInside) z = j == 0 ? column_zero[r] : z;
-          if constexpr (kLocal) {
-            const float mine = z * rows.to_acc[r];
-            const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
-            rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
-          }
-          rows.z[r] = z;
-          if (r + 1 < R) {
-            u = z * rows.from_above[r + 1];
-            d = old * rows.from_above[r + 1];
-          }
-        }
-        if constexpr (!kLocal) {  // SPEC: the value at (m, n)
-          if (j == n && m > l * R && m <= l * R + R) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-              if (first_row + r == m) {
-                bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
-                final_value = log_space(rows.z[r], rows.k[r], t);
-              }
-            }
-            has_final = true;
-          }
-        }
-        up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
-      }
-    };
-    if (interior) {
-      sweep(std::true_type{});
-    } else {
-      sweep(std::false_type{});
-    }
-  }
-
-  float local_score = 0.f;
-  if constexpr (kLocal) {
-    // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
-    // space (End), with the empty alignment (0) once per item.
-    int top = rows.ka[0];
-#pragma unroll
-    for (int r = 1; r < R; ++r) top = max(top, rows.ka[r]);
-    float total = 0.f;
+  // A warp of only such items (or empty ones) skips the sweep, its set-up and its ends, and goes
+  // straight to the log-space sweep: at low temperatures, whole batches.
+  if (steps > 0) {
+    const int first_row = l * R + 1;
+    const int rows_inside = min(max(m - l * R, 0), R);
+    const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
+    Rows<R, kLocal> rows(first_row, gap_c);
+    float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float x = scale_down(rows.acc[r], rows.ka[r] - top);
-      total = kSoft ? total + x : dp::device::max_nan(total, x);
+      column_zero[r] =
+          kLocal ? 1.f : dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r]));
     }
-    bad |= !(total < INFINITY);  // NaN too
-    End end;  // a lane with no cells inside: best 0, soft sum 0
-    end.soft_sum = 0.f;
-    if (total > 0.f) {
-      const float best = log_space(total, top, t);
-      end.best = kSoft ? best : fmaxf(best, 0.f);
-      end.soft_sum = 1.f;
+    float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
+
+    const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
+    const auto load_tile = [&](int kk) {
+      Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
+    };
+    load_tile(0);
+    for (int kk = 0; kk * kW < steps; ++kk) {
+      __syncwarp();  // every lane is done with the chunk before
+      float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
+      const bool next = (kk + 1) * kW < steps;
+      if (next) load_tile(kk + 1);
+      // The chunk's scales: each row's k, then the lane above's last row with its k.
+      const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
+      const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
+      if (kk > 0) {
+        rows.renormalize(cells_ahead, rows_inside, below, bad);
+        // The row above at column j0 - 1, the first step's diagonal: Rows::loses bounds the row
+        // above at j0, which may have risen far above it.
+        bad |= cells_ahead && !(rows.diag >= 0x1p-126f);
+      }
+      up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
+      const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
+      from_lane_above = factor(k_above - rows.k[0]);
+      // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or 2^((j0 - 1) g log2(e) / t).
+      const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
+      bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
+      const float row0_local = rows.one[0];
+      Sw::wait_for_tiles(next);
+      __syncwarp();
+      const bool interior = chunk_inside(kk);
+      const auto sweep = [&](auto inside_constant) {
+        constexpr bool kInside = decltype(inside_constant)::value;
+#pragma unroll
+        for (int w = 0; w < kW; ++w) {
+          const int j = j0 + w;  // this lane's column at this step
+          const float row0 =
+              kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
+          float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
+          rows.diag = u;
+          const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
+            const float old = rows.z[r];
+            float z = fmaf(gap, u + old, kLocal ? fmaf(E, d, rows.one[r]) : E * d);
+            if (!kInside) z = j == 0 ? column_zero[r] : z;
+            if constexpr (kLocal) {
+              const float mine = z * rows.to_acc[r];
+              const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
+              rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
+            }
+            rows.z[r] = z;
+            if (r + 1 < R) {
+              u = z * rows.from_above[r + 1];
+              d = old * rows.from_above[r + 1];
+            }
+          }
+          if constexpr (!kLocal) {  // SPEC: the value at (m, n)
+            if (j == n && m > l * R && m <= l * R + R) {
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                if (first_row + r == m) {
+                  bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
+                  final_value = log_space(rows.z[r], rows.k[r], t);
+                }
+              }
+              has_final = true;
+            }
+          }
+          up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
+        }
+      };
+      if (interior) {
+        sweep(std::true_type{});
+      } else {
+        sweep(std::false_type{});
+      }
     }
-    if (kSoft && l == 0) {
-      End empty;  // best 0, soft sum 1
-      empty.merge(end, c, kSoft);
-      end = empty;
+
+    if constexpr (kLocal) {
+      // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
+      // space (End), with the empty alignment (0) once per item.
+      int top = rows.ka[0];
+#pragma unroll
+      for (int r = 1; r < R; ++r) top = max(top, rows.ka[r]);
+      float total = 0.f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float x = scale_down(rows.acc[r], rows.ka[r] - top);
+        total = kSoft ? total + x : dp::device::max_nan(total, x);
+      }
+      bad |= !(total < INFINITY);  // NaN too
+      End end;  // a lane with no cells inside: best 0, soft sum 0
+      end.soft_sum = 0.f;
+      if (total > 0.f) {
+        const float best = log_space(total, top, t);
+        end.best = kSoft ? best : fmaxf(best, 0.f);
+        end.soft_sum = 1.f;
+      }
+      if (kSoft && l == 0) {
+        End empty;  // best 0, soft sum 1
+        empty.merge(end, c, kSoft);
+        end = empty;
+      }
+      end.merge_group<G>(c, kSoft);
+      local_score = end.score(c, kSoft);
     }
-    end.merge_group<G>(c, kSoft);
-    local_score = end.score(c, kSoft);
   }
 
   // A group refuses its item if any of its lanes did; the warp then sweeps the refused items
