@@ -31,9 +31,12 @@ def check(mode, M=7, N=9, t=0.7, g=-0.8, seed=0):
     B = np.zeros((M + 2, N + 2))
     for i in range(M, -1, -1):
         for j in range(N, -1, -1):
-            if (i == 0 or j == 0) and local:
-                continue
-            one = (1 if local else float(i == M and j == N)) if i and j else 0.0
+            if i == 0 or j == 0:  # local: constants (no B); global: cells reached by gaps
+                if local:
+                    continue
+                one = 0.0
+            else:  # the end's 1: every cell (local) or (m, n) (global)
+                one = 1.0 if local else float((i, j) == (M, N))
             diag = E[i, j] * B[i+1, j+1] if i < M and j < N else 0.0
             B[i, j] = one + G * (B[i+1, j] + B[i, j+1]) + diag
     P = Z[:M, :N] * E * B[1:M+1, 1:N+1] / Ztot
@@ -45,7 +48,8 @@ def check(mode, M=7, N=9, t=0.7, g=-0.8, seed=0):
     dg = (into * B[:M+1, :N+1]).sum() / Ztot
     S = torch.tensor(s, requires_grad=True)
     gap = torch.tensor(g, dtype=torch.float64, requires_grad=True)
-    score = softalign.smith_waterman(S[None], gap_open=gap, mode=mode, reduction="soft", temperature=t)
+    score = softalign.smith_waterman(S[None], gap_open=gap, mode=mode, reduction="soft",
+                                     temperature=t)
     score.sum().backward()
     errors = (abs(float(score.detach()) - t * np.log(Ztot)), np.abs(S.grad.numpy() - P).max(),
               abs(float(gap.grad) - dg))

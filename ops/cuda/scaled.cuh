@@ -225,7 +225,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
       const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
       from_lane_above = factor(k_above - rows.k[0]);
-      // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or 2^((j0 - 1) g log2(e) / t).
+      // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or
+      // 2^((j0 - 1) g log2(e) / t).
       const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
       bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
       const float row0_local = rows.one[0];
