@@ -138,6 +138,152 @@ struct Rows {
   }
 };
 
+// What a sweep keeps for the fused forward + adjoint (scaled_adjoint.cuh): nothing (the forward
+// without grad), or KeepCells.
+struct KeepNothing {};
+
+// Items of at most kKeepCols columns keep every cell: z of row i (1 .. 32) at column j (0 .. n),
+// in the scale of the chunk that computed it, at (i - 1) * kKeepWidth + j of the item's kKeepItem
+// floats (+ 8: the groups of a warp on different banks); the k of every row in every chunk; and
+// (Ends::kMax) the column of each row's first maximum.
+constexpr int kKeepCols = 32;
+constexpr int kKeepWidth = kKeepCols + 1;
+constexpr int kKeepItem = 32 * kKeepWidth + 8;
+template <int R>
+struct KeepCells {
+  float* z;  // the group's item's cells
+  int* k;    // the lane's: row r's k in chunk kk at (kk * R + r) * 32
+  int best_j[R];
+};
+
+// The sweep of a warp's items (the striped forward's cells, lanes, tiles and steps) in
+// probability space: leaves each lane's rows (their ends, local) in `rows`, global the value at
+// (m, n) in `final_value` of the lane that has it; sets `bad` where the item is refused.
+template <int G, int R, Ends kEnds, class Keep>
+__device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t N, float gap_c,
+                                      float gap, float scale, float t, int steps, int l, int grp,
+                                      float* warp_smem, Rows<R, is_local(kEnds)>& rows, bool& bad,
+                                      float& final_value, bool& has_final, Keep& keep) {
+  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  constexpr int kW = Sw::kW;
+  constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
+  const int first_row = l * R + 1;
+  const int rows_inside = min(max(m - l * R, 0), R);
+  const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
+  float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    column_zero[r] =
+        kLocal ? 1.f : dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r]));
+  }
+  float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
+
+  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
+  const auto load_tile = [&](int kk) {
+    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
+  };
+  load_tile(0);
+  for (int kk = 0; kk * kW < steps; ++kk) {
+    __syncwarp();  // every lane is done with the chunk before
+    float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
+    const bool next = (kk + 1) * kW < steps;
+    if (next) load_tile(kk + 1);
+    // The chunk's scales: each row's k, then the lane above's last row with its k.
+    const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
+    const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
+    if (kk > 0) {
+      rows.renormalize(cells_ahead, rows_inside, below, bad);
+      // The row above at column j0 - 1, the first step's diagonal: Rows::loses bounds the row
+      // above at j0, which may have risen far above it.
+      bad |= cells_ahead && !(rows.diag >= 0x1p-126f);
+    }
+    if constexpr (kKeeps) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) keep.k[(kk * R + r) * 32] = rows.k[r];
+    }
+    up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
+    const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
+    from_lane_above = factor(k_above - rows.k[0]);
+    // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or
+    // 2^((j0 - 1) g log2(e) / t).
+    const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
+    bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
+    const float row0_local = rows.one[0];
+    Sw::wait_for_tiles(next);
+    __syncwarp();
+    const bool interior = chunk_inside(kk);
+    const auto sweep_chunk = [&](auto inside_constant) {
+      constexpr bool kInside = decltype(inside_constant)::value;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        const int j = j0 + w;  // this lane's column at this step
+        const float row0 =
+            kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
+        float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
+        rows.diag = u;
+        const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
+          const float old = rows.z[r];
+          float z = fmaf(gap, u + old, kLocal ? fmaf(E, d, rows.one[r]) : E * d);
+          if (!kInside) z = j == 0 ? column_zero[r] : z;
+          if constexpr (kLocal) {
+            const float mine = z * rows.to_acc[r];
+            const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
+            if constexpr (kKeeps && !kSoft) keep.best_j[r] = add > rows.acc[r] ? j : keep.best_j[r];
+            rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
+          }
+          if constexpr (kKeeps) {
+            if (kInside || unsigned(j) <= unsigned(kKeepCols)) {
+              keep.z[(first_row - 1 + r) * kKeepWidth + j] = z;
+            }
+          }
+          rows.z[r] = z;
+          if (r + 1 < R) {
+            u = z * rows.from_above[r + 1];
+            d = old * rows.from_above[r + 1];
+          }
+        }
+        if constexpr (!kLocal) {  // SPEC: the value at (m, n)
+          if (j == n && m > l * R && m <= l * R + R) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              if (first_row + r == m) {
+                bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
+                final_value = log_space(rows.z[r], rows.k[r], t);
+              }
+            }
+            has_final = true;
+          }
+        }
+        up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
+      }
+    };
+    if (interior) {
+      sweep_chunk(std::true_type{});
+    } else {
+      sweep_chunk(std::false_type{});
+    }
+  }
+}
+
+// A local sweep's rows in one sum (or max) at their largest exponent: total 2^top.
+template <int R, bool kSoft>
+__device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top) {
+  top = rows.ka[0];
+#pragma unroll
+  for (int r = 1; r < R; ++r) top = max(top, rows.ka[r]);
+  float total = 0.f;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float x = scale_down(rows.acc[r], rows.ka[r] - top);
+    total = kSoft ? total + x : dp::device::max_nan(total, x);
+  }
+  return total;
+}
+
 template <int G, int R, Ends kEnds>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
@@ -191,109 +337,16 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // A warp of only such items (or empty ones) skips the sweep, its set-up and its ends, and goes
   // straight to the log-space sweep: at low temperatures, whole batches.
   if (steps > 0) {
-    const int first_row = l * R + 1;
-    const int rows_inside = min(max(m - l * R, 0), R);
-    const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
-    Rows<R, kLocal> rows(first_row, gap_c);
-    float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      column_zero[r] =
-          kLocal ? 1.f : dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r]));
-    }
-    float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
-
-    const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
-    const auto load_tile = [&](int kk) {
-      Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
-    };
-    load_tile(0);
-    for (int kk = 0; kk * kW < steps; ++kk) {
-      __syncwarp();  // every lane is done with the chunk before
-      float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
-      const bool next = (kk + 1) * kW < steps;
-      if (next) load_tile(kk + 1);
-      // The chunk's scales: each row's k, then the lane above's last row with its k.
-      const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
-      const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
-      if (kk > 0) {
-        rows.renormalize(cells_ahead, rows_inside, below, bad);
-        // The row above at column j0 - 1, the first step's diagonal: Rows::loses bounds the row
-        // above at j0, which may have risen far above it.
-        bad |= cells_ahead && !(rows.diag >= 0x1p-126f);
-      }
-      up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
-      const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
-      from_lane_above = factor(k_above - rows.k[0]);
-      // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or
-      // 2^((j0 - 1) g log2(e) / t).
-      const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
-      bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
-      const float row0_local = rows.one[0];
-      Sw::wait_for_tiles(next);
-      __syncwarp();
-      const bool interior = chunk_inside(kk);
-      const auto sweep = [&](auto inside_constant) {
-        constexpr bool kInside = decltype(inside_constant)::value;
-#pragma unroll
-        for (int w = 0; w < kW; ++w) {
-          const int j = j0 + w;  // this lane's column at this step
-          const float row0 =
-              kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
-          float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
-          rows.diag = u;
-          const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
-#pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
-            const float old = rows.z[r];
-            float z = fmaf(gap, u + old, kLocal ? fmaf(E, d, rows.one[r]) : E * d);
-            if (!kInside) z = j == 0 ? column_zero[r] : z;
-            if constexpr (kLocal) {
-              const float mine = z * rows.to_acc[r];
-              const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
-              rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
-            }
-            rows.z[r] = z;
-            if (r + 1 < R) {
-              u = z * rows.from_above[r + 1];
-              d = old * rows.from_above[r + 1];
-            }
-          }
-          if constexpr (!kLocal) {  // SPEC: the value at (m, n)
-            if (j == n && m > l * R && m <= l * R + R) {
-#pragma unroll
-              for (int r = 0; r < R; ++r) {
-                if (first_row + r == m) {
-                  bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
-                  final_value = log_space(rows.z[r], rows.k[r], t);
-                }
-              }
-              has_final = true;
-            }
-          }
-          up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
-        }
-      };
-      if (interior) {
-        sweep(std::true_type{});
-      } else {
-        sweep(std::false_type{});
-      }
-    }
+    Rows<R, kLocal> rows(l * R + 1, gap_c);
+    KeepNothing keep;
+    sweep<G, R, kEnds>(scores, m, n, N, gap_c, gap, scale, t, steps, l, grp, warp_smem, rows, bad,
+                       final_value, has_final, keep);
 
     if constexpr (kLocal) {
       // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
       // space (End), with the empty alignment (0) once per item.
-      int top = rows.ka[0];
-#pragma unroll
-      for (int r = 1; r < R; ++r) top = max(top, rows.ka[r]);
-      float total = 0.f;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float x = scale_down(rows.acc[r], rows.ka[r] - top);
-        total = kSoft ? total + x : dp::device::max_nan(total, x);
-      }
+      int top;
+      const float total = rows_total<R, kSoft>(rows, top);
       bad |= !(total < INFINITY);  // NaN too
       End end;  // a lane with no cells inside: best 0, soft sum 0
       end.soft_sum = 0.f;

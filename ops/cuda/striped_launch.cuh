@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "scaled.cuh"
+#include "scaled_adjoint.cuh"
 #include "striped.h"
 #include "streamed.cuh"
 #include "stripes.cuh"
@@ -159,7 +160,31 @@ struct Launch {
   }
 
   void forward_backward(const at::Tensor& grad, ProblemGrads& out) {
-    const std::vector<stripes::Workspace> ws = workspaces(true);
+    // The short pairs' linear shape at t > 0, N <= 32: forward and adjoint in probability space,
+    // one kernel (scaled_adjoint.cuh); the units it leaves (refused items) go to log space.
+    if constexpr (!kAffine && G < 32) {
+      if (view.config.temperature > 0.f && N <= stripes::scaled::kKeepCols && !log_space_only()) {
+        at::Tensor fallback = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+        with_ends(view.config, [&](auto ends) {
+          stripes::scaled::forward_backward_kernel<G, R, decltype(ends)::value>
+              <<<geo.units, 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+                  view, view_of<float>(out), B, grad.data_ptr<float>(), out.score.data_ptr<float>(),
+                  fallback.data_ptr<int>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
+        log_space_forward_backward(grad, out, fallback.data_ptr<int>());
+        return;
+      }
+    }
+    log_space_forward_backward(grad, out, nullptr);
+  }
+
+  // The saving forward and the adjoint in log space, of every unit or of those flagged in
+  // `only_units`.
+  void log_space_forward_backward(const at::Tensor& grad, ProblemGrads& out,
+                                  const int* only_units) {
+    std::vector<stripes::Workspace> ws = workspaces(true);
+    for (auto& w : ws) w.only_units = only_units;
     const auto stream = at::cuda::getCurrentCUDAStream();
     const bool hard = view.config.temperature == 0.f;
     with_ends(view.config, [&](auto ends) {

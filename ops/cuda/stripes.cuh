@@ -99,6 +99,7 @@ struct Workspace {
   float* stripe_ends;    // [b][s][4]: the local end of each stripe's cells
   float* ends;           // [b][4]: the item's local end: best, soft sum, argmax i, argmax j
   float* partials;       // [b][s][2]: d open, d extend summed over the stripe's cells
+  const int* only_units;  // the saving forward and the adjoint: the units flagged here (null: all)
 };
 
 // The ring of one item: two slots, each 2 * kStates planes of N + 1 entries (boundary values in
@@ -1075,8 +1076,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
   const int warp = threadIdx.x / 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
-  forward_unit<kAffine, G, R, kSave, kEnds>(v, B, geo, ws, score, &smem[warp][0],
-                                            unit_of_warp(warp, ws), ~0u);
+  const int64_t unit = unit_of_warp(warp, ws);
+  if constexpr (kSave) {
+    if (ws.only_units != nullptr && ws.only_units[unit] == 0) return;  // the whole warp
+  }
+  forward_unit<kAffine, G, R, kSave, kEnds>(v, B, geo, ws, score, &smem[warp][0], unit, ~0u);
 }
 
 // ------------------------------------------------------------------------------ adjoint
@@ -1096,6 +1100,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int grp = lane_id / G, l = lane_id % G;
   const int64_t unit = unit_of_warp(warp, ws);
+  if (ws.only_units != nullptr && ws.only_units[unit] == 0) return;  // the whole warp
   const int stripe = geo.stripes - 1 - int(unit % geo.stripes);  // bottom-up
   const int64_t b = (unit / geo.stripes) * kGroups + grp;
   dp::Config<float> c = v.config;

@@ -1,0 +1,311 @@
+// The short pairs' linear forward + adjoint at t > 0 in probability space, in one kernel
+// (notes/scaled-backward-plan.md): a warp sweeps its items forward as scaled.cuh's forward does,
+// keeping every cell's z in shared memory (KeepCells: items of at most kKeepCols columns), then
+// sweeps the same steps backwards and writes d score / d S, times grad, through the score tiles.
+//
+// The reverse. With Z = exp(H / t) and Z* the value the score reads (the end cell's Z; local
+// soft, 1 + the sum of every cell's Z), B(i, j) = d Z* / d Z(i, j) obeys
+//   B(i, j) = [seed] + G (B(i, j + 1) + B(i + 1, j)) + E(i + 1, j + 1) B(i + 1, j + 1),
+// the seed being 1 at the end cell (local soft: at every cell). Each row carries
+//   R(i, j) = B(i, j) 2^K(i, j) / Z*,   K(i, j) the exponent of the chunk that computed z(i, j),
+// so that z(i, j) R(i, j) = Z(i, j) B(i, j) / Z*, the probability that an alignment passes
+// through (i, j), is at most 1: R is at most 1 / z, below 2^96 (no cell of a chunk falls below
+// 2^-96 of its start), and the factors from one row's scale to another's are the forward's own
+// (Rows::from_above, the lane above's). The gradients are the edges' probabilities:
+//   d score / d S(i, j) = E(i, j) Z(i - 1, j - 1) 2^-K(i, j) R(i, j)     (the diagonal edge)
+//   d score / d g       = sum of G (Z(i - 1, j) + Z(i, j - 1)) 2^-K(i, j) R(i, j)   (gap edges),
+// each Z in (i, j)'s scale rebuilt from the kept z's and k's exactly as the forward used it.
+// Global mode's gaps along row 0 and column 0 are counted on the edges that leave them: an edge
+// from (a, 0) or (0, a) carries the a gaps before it.
+//
+// Items the forward refuses (scaled.cuh's list), items of only boundaries, and the other items
+// of their warp are left to the log-space kernels: the unit's flag in `fallback` is set, and the
+// host runs the saving forward and the adjoint on the flagged units only.
+#pragma once
+
+#include "scaled.cuh"
+
+namespace softalign {
+namespace stripes {
+namespace scaled {
+
+// One warp a block: its shared memory is the forward's tiles, its items' kept cells and every
+// chunk's k of each lane's rows.
+template <int G, int R>
+struct Fused {
+  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  using Sh = typename Sw::Sh;
+  static constexpr int kChunks = (kKeepCols + G + Sw::kW - 1) / Sw::kW;
+  static constexpr int kKeptFloats = Sh::kGroups * kKeepItem;
+  static constexpr int kWarpFloats = Sh::kWarpFloats + kKeptFloats + kChunks * R * 32;
+};
+
+template <int G, int R, Ends kEnds>
+__global__ void __launch_bounds__(32)
+    forward_backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B,
+                            const float* grad, float* score, int* fallback) {
+  using F = Fused<G, R>;
+  using Sw = typename F::Sw;
+  using Sh = typename F::Sh;
+  constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
+  static_assert(G * R == 32 && !Sh::kStacked, "an item's rows in one stripe");
+  constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  __shared__ float smem[F::kWarpFloats];
+
+  const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
+  const int64_t unit = blockIdx.x;
+  const int64_t b = unit * kGroups + grp;
+  dp::Config<float> c = v.config;
+  c.local = kLocal;
+  const float t = c.temperature, scale = dp::device::exp2_scale(t);
+  const int64_t N = v.N;
+
+  dp::Item<float> it;
+  int m = 0, n = 0;
+  float gap_c = 0.f, g = 0.f;
+  bool bad = false;
+  if (b < B) {
+    it = v.item(b);
+    g = grad[b];
+    m = it.m;
+    n = it.n;
+    gap_c = it.open.at(1, 1) * scale;
+    bad = m == 0 || n == 0 || !(fabsf(gap_c) <= float(kGapBound));  // NaN too
+  }
+  if (__any_sync(kFullMask, bad)) {
+    if (lane_id == 0) fallback[unit] = 1;
+    return;
+  }
+  const float gap = dp::device::ex2(gap_c);
+  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
+  float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
+  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  if (steps == 0) return;  // no items
+
+  float* const warp_smem = smem;
+  float* const kept = smem + Sh::kWarpFloats + grp * kKeepItem;  // the item's cells
+  int* const kept_k = reinterpret_cast<int*>(smem + Sh::kWarpFloats + F::kKeptFloats) + lane_id;
+  const int first_row = l * R + 1;
+  const int rows_inside = min(max(m - l * R, 0), R);
+
+  // ---- forward
+  Rows<R, kLocal> rows(first_row, gap_c);
+  KeepCells<R> keep{kept, kept_k, {}};
+#pragma unroll
+  for (int r = 0; r < R; ++r) keep.best_j[r] = -1;
+  float final_value = 0.f;
+  bool has_final = false;
+  sweep<G, R, kEnds>(scores, m, n, N, gap_c, gap, scale, t, steps, l, grp, warp_smem, rows, bad,
+                     final_value, has_final, keep);
+
+  // The score, and where the reverse starts: the end cell (i*, j*) and 1 / z there (global, local
+  // max), or 2^-K* / z* with Z* = z* 2^K* the soft total (local soft).
+  float item_score = final_value;
+  int end_i = m, end_j = n;
+  float total_z = 1.f;
+  int total_k = 0;
+  if constexpr (kLocal) {
+    int top;
+    const float total = rows_total<R, kSoft>(rows, top);
+    bad |= !(total < INFINITY);  // NaN too
+    if constexpr (kSoft) {
+      total_k = top;
+#pragma unroll
+      for (int delta = G / 2; delta >= 1; delta /= 2) {
+        total_k = max(total_k, __shfl_xor_sync(kFullMask, total_k, delta, G));
+      }
+      total_z = scale_down(total, top - total_k);
+#pragma unroll
+      for (int delta = G / 2; delta >= 1; delta /= 2) {
+        total_z += __shfl_xor_sync(kFullMask, total_z, delta, G);
+      }
+      total_z += pow2_to_subnormal(-total_k);  // the empty alignment
+      item_score = log_space(total_z, total_k, t);
+    } else {
+      // The lane's first maximal row, then the group's row-major first maximum (End), the empty
+      // alignment (0 at (0, 0)) first.
+      float best = 0.f;
+      int best_i = 0, best_j = 0;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float x = scale_down(rows.acc[r], rows.ka[r] - top);
+        const bool take = x > best;
+        best = take ? x : best;
+        best_i = take ? first_row + r : best_i;
+        best_j = take ? keep.best_j[r] : best_j;
+      }
+      End end;
+      if (best > 0.f) {
+        End cell;
+        cell.best = log_space(best, top, t);
+        cell.i = best_i;
+        cell.j = best_j;
+        end.merge(cell, c, false);
+      }
+      end.merge_group<G>(c, false);
+      item_score = end.best;
+      end_i = end.i;
+      end_j = end.j;
+    }
+  } else {
+    item_score = __shfl_sync(kFullMask, final_value, (m - 1) / R, G);
+  }
+  if (__any_sync(kFullMask, bad)) {
+    if (lane_id == 0) fallback[unit] = 1;
+    return;
+  }
+  if (m > 0 && l == 0) score[b] = item_score;
+  __syncwarp();  // every cell kept
+
+  float seed_z = 0.f;  // global, local max: 1 / z* on the end cell's lane
+  int seed_j[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const bool end_row = !kSoft && first_row + r == end_i;
+    seed_j[r] = end_row ? end_j : -1;
+    if (end_row) seed_z = 1.f / kept[(end_i - 1) * kKeepWidth + end_j];
+  }
+  const float inv_total = kSoft ? 1.f / total_z : 0.f;
+
+  // ---- reverse: the forward's steps backwards, chunk by chunk
+  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
+  const auto load_tile = [&](int kk) {
+    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
+  };
+  const float* const z_rows = kept + (first_row - 1) * kKeepWidth;  // row r at r * kKeepWidth
+  const float* const z_above = l > 0 ? z_rows - kKeepWidth : z_rows;  // lane 0: unused
+  float next_R[R], next_E[R];  // R and E of the lane's rows at column j + 1
+  float back_next[R];          // 2^-e of the chunk after this one (its k less this one's)
+#pragma unroll
+  for (int r = 0; r < R; ++r) next_R[r] = next_E[r] = 0.f, back_next[r] = 1.f;
+  // From lane l + 1's first row, in this lane's last row's scale: R at column j (`below`), E R at
+  // j + 1 (`below_diag`) and at j (`below_diag_next`, for the next step).
+  float below = 0.f, below_diag = 0.f, below_diag_next = 0.f;
+  float d_gap = 0.f;
+
+  const int last_chunk = (steps - 1) / kW;
+  load_tile(last_chunk);
+  for (int kk = last_chunk; kk >= 0; --kk) {
+    __syncwarp();  // every lane is done with the chunk after (its d S written out)
+    float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
+    const bool next = kk > 0;
+    if (next) load_tile(kk - 1);
+    // What the reverse carries from the chunk after into this chunk's scales.
+#pragma unroll
+    for (int r = 0; r < R; ++r) next_R[r] *= back_next[r];
+    below *= back_next[R - 1];
+    below_diag *= back_next[R - 1];
+    below_diag_next *= back_next[R - 1];
+    // This chunk's scales, as the forward had them: each row's k and its change e at the chunk's
+    // start, the factors between rows, the lane above's last row's.
+    int k[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      k[r] = kept_k[(kk * R + r) * 32];
+      e[r] = kk > 0 ? k[r] - kept_k[((kk - 1) * R + r) * 32] : 0;
+    }
+    const int k_above = __shfl_up_sync(kFullMask, k[R - 1], 1, G);
+    const int e_above = __shfl_up_sync(kFullMask, e[R - 1], 1, G);
+    float from_above[R], back[R], seed_soft[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      from_above[r] = factor(r == 0 ? 0 : k[r - 1] - k[r]);
+      back[r] = pow2_to_subnormal(-e[r]);
+      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
+    }
+    const float from_lane_above = factor(k_above - k[0]);
+    const float back_above = pow2_to_subnormal(-e_above);
+    const float row0_local = pow2_or_zero(-k[0]);
+    Sw::wait_for_tiles(next);
+    __syncwarp();
+    const int j0 = kk * kW - l;
+    const auto sweep_back = [&](auto inside_constant) {
+      constexpr bool kInside = decltype(inside_constant)::value;
+#pragma unroll
+      for (int w = kW - 1; w >= 0; --w) {
+        const int j = j0 + w;
+        const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
+        // Kept columns j - 1 and j (any valid one outside the item: its cells are not inside).
+        const int jl = kInside ? j - 1 : min(max(j - 1, 0), kKeepCols);
+        const int jc = kInside ? j : min(max(j, 0), kKeepCols);
+        // The row above the lane's first row at j (up) and j - 1 (diag), in row 0's scale, as
+        // the forward used them: lane 0's is DP row 0; the lane above's last row came renormalized
+        // (back_above) when the forward computed it in the chunk before.
+        float up, diag;
+        if (l == 0) {
+          up = kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(k[0])));
+          diag = kLocal ? row0_local : dp::device::ex2(fmaf(float(j - 1), gap_c, -float(k[0])));
+        } else {
+          up = (w == 0 ? z_above[jc] * back_above : z_above[jc]) * from_lane_above;
+          diag = (w <= 1 ? z_above[jl] * back_above : z_above[jl]) * from_lane_above;
+        }
+        float now_R[R], now_E[R];
+#pragma unroll
+        for (int r = R - 1; r >= 0; --r) {
+          const float* const z_row = z_rows + r * kKeepWidth;
+          const float left = w == 0 ? z_row[jl] * back[r] : z_row[jl];
+          const float u = r == 0 ? up : z_row[jc - kKeepWidth] * from_above[r];
+          const float d =
+              r == 0 ? diag
+                     : (w == 0 ? z_row[jl - kKeepWidth] * back[r - 1] : z_row[jl - kKeepWidth]) *
+                           from_above[r];
+          float* const slot = &my_tile[Sw::tile_at(r, w, l)];
+          const float E = dp::device::ex2(*slot * scale);
+          // B's recurrence: (i, j + 1), (i + 1, j), (i + 1, j + 1) in row r's scale.
+          const float from_down = r == R - 1 ? below : now_R[r + 1] * from_above[r + 1];
+          const float from_diag =
+              r == R - 1 ? below_diag : next_E[r + 1] * next_R[r + 1] * from_above[r + 1];
+          const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
+          const bool inside = kInside || (column_inside && r < rows_inside);
+          const float value = fmaf(gap, next_R[r] + from_down, from_diag) + seed;
+          now_R[r] = inside ? value : 0.f;
+          now_E[r] = E;
+          const float match = E * d * now_R[r];  // the diagonal edge: d score / d S
+          *slot = match * g;
+          // The gap edges into (i, j); global, with the gaps along row 0 or column 0 before them.
+          float gaps = gap * (u + left) * now_R[r];
+          if constexpr (!kLocal) {
+            const int i = first_row + r;
+            const float before_left = j == 1 ? float(i) : 0.f;  // from (i, 0)
+            const float before_up = i == 1 ? float(j) : 0.f;    // from (0, j)
+            gaps += gap * (u * before_up + left * before_left) * now_R[r] +
+                    match * ((j == 1 ? float(i - 1) : 0.f) + (i == 1 ? float(j - 1) : 0.f));
+          }
+          d_gap += inside ? gaps : 0.f;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          next_R[r] = now_R[r];
+          next_E[r] = now_E[r];
+        }
+        // To lane l - 1's last row: R and E R of this lane's first row, in its scale.
+        const float to_above = now_R[0] * from_lane_above;
+        const float from_lane_below = __shfl_down_sync(kFullMask, to_above, 1, G);
+        const float diag_from_lane_below = __shfl_down_sync(kFullMask, now_E[0] * to_above, 1, G);
+        below = l == G - 1 ? 0.f : from_lane_below;
+        below_diag = below_diag_next;
+        below_diag_next = l == G - 1 ? 0.f : diag_from_lane_below;
+      }
+    };
+    if (chunk_inside(kk)) {
+      sweep_back(std::true_type{});
+    } else {
+      sweep_back(std::false_type{});
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) back_next[r] = back[r];
+    __syncwarp();
+    Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, 0, kk, N);
+  }
+
+  // d score / d g of the item, summed over the group in a fixed order.
+#pragma unroll
+  for (int delta = G / 2; delta >= 1; delta /= 2) {
+    d_gap += __shfl_xor_sync(kFullMask, d_gap, delta, G);
+  }
+  if (m > 0 && l == 0) gv.open[b * gv.open_sb] = d_gap * g;
+}
+
+}  // namespace scaled
+}  // namespace stripes
+}  // namespace softalign
