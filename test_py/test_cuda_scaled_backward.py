@@ -69,7 +69,9 @@ def test_scaled_backward_refused_items(end):
     p.gap_open[16] = 200.0          # and overflows
     p.scores[17, :, :] = -100.0     # E underflows to 0: taken (the values follow the gaps)
     p.scores[18, 5:, :] = 40.0      # values past float's range within one step
-    got, _ = assert_grads_match_cpu(p)
+    # rtol 1e-3: item 16 (gap +200, refused: the log-space kernels) scores near 9000, where the
+    # log-space weights in float32 are off by about 5e-4 (H200: d gap 6e-4 off, relatively).
+    got, _ = assert_grads_match_cpu(p, rtol=1e-3)
     assert torch.isnan(got[12])
 
 

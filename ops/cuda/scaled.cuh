@@ -45,6 +45,12 @@ namespace scaled {
 constexpr int kGapBound = 12;      // |g| log2(e) / t at most
 constexpr int kFactorBound = 120;  // k_above - k at most
 constexpr float kTiny = 0x1p-100f;  // a global score's Z(m, n) at least
+#ifndef SOFTALIGN_SCALED_SHORT_CHAIN
+#define SOFTALIGN_SCALED_SHORT_CHAIN 0
+#endif
+// A cell below a lane's first row takes the row above's new value in its last FMA (one FFMA a
+// row on the step's dependence chain instead of a multiply, an add and an FFMA).
+constexpr bool kShortChain = SOFTALIGN_SCALED_SHORT_CHAIN != 0;
 
 // 2^e for e in [-126, 127] (built from its exponent bits).
 __device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
@@ -152,7 +158,7 @@ constexpr int kKeepItem = 32 * kKeepWidth + 8;
 template <int R>
 struct KeepCells {
   float* z;  // the group's item's cells
-  int* k;    // the lane's: row r's k in chunk kk at (kk * R + r) * 32
+  int16_t* k;  // the lane's: row r's k in chunk kk at (kk * R + r) * 32
   int best_j[R];
 };
 
@@ -200,7 +206,7 @@ __device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t
     }
     if constexpr (kKeeps) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) keep.k[(kk * R + r) * 32] = rows.k[r];
+      for (int r = 0; r < R; ++r) keep.k[(kk * R + r) * 32] = int16_t(rows.k[r]);
     }
     up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
     const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
@@ -210,6 +216,9 @@ __device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t
     const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
     bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
     const float row0_local = rows.one[0];
+    float gap_above[R];  // G times the factor from the row above (kShortChain)
+#pragma unroll
+    for (int r = 0; r < R; ++r) gap_above[r] = gap * rows.from_above[r];
     Sw::wait_for_tiles(next);
     __syncwarp();
     const bool interior = chunk_inside(kk);
@@ -227,7 +236,13 @@ __device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t
         for (int r = 0; r < R; ++r) {
           const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
           const float old = rows.z[r];
-          float z = fmaf(gap, u + old, kLocal ? fmaf(E, d, rows.one[r]) : E * d);
+          const float rest = kLocal ? fmaf(E, d, rows.one[r]) : E * d;
+          float z;
+          if (kShortChain && r > 0) {  // the row above's z, times G 2^dk, last
+            z = fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
+          } else {
+            z = fmaf(gap, u + old, rest);
+          }
           if (!kInside) z = j == 0 ? column_zero[r] : z;
           if constexpr (kLocal) {
             const float mine = z * rows.to_acc[r];

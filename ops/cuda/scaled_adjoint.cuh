@@ -36,8 +36,11 @@ struct Fused {
   using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
   using Sh = typename Sw::Sh;
   static constexpr int kChunks = (kKeepCols + G + Sw::kW - 1) / Sw::kW;
+  static constexpr int kTileFloats = Sh::kBuffers * Sh::kGroups * Sh::kTile;  // no edges
   static constexpr int kKeptFloats = Sh::kGroups * kKeepItem;
-  static constexpr int kWarpFloats = Sh::kWarpFloats + kKeptFloats + kChunks * R * 32;
+  // The k's as 16-bit integers (|k| stays below 1100: 5 chunks of at most 127 each, global rows
+  // starting at 32 kGapBound): 8 warps an SM instead of 7.
+  static constexpr int kWarpFloats = kTileFloats + kKeptFloats + kChunks * R * 32 / 2;
 };
 
 template <int G, int R, Ends kEnds>
@@ -83,8 +86,9 @@ __global__ void __launch_bounds__(32)
   if (steps == 0) return;  // no items
 
   float* const warp_smem = smem;
-  float* const kept = smem + Sh::kWarpFloats + grp * kKeepItem;  // the item's cells
-  int* const kept_k = reinterpret_cast<int*>(smem + Sh::kWarpFloats + F::kKeptFloats) + lane_id;
+  float* const kept = smem + F::kTileFloats + grp * kKeepItem;  // the item's cells
+  int16_t* const kept_k =
+      reinterpret_cast<int16_t*>(smem + F::kTileFloats + F::kKeptFloats) + lane_id;
   const int first_row = l * R + 1;
   const int rows_inside = min(max(m - l * R, 0), R);
 
@@ -157,15 +161,18 @@ __global__ void __launch_bounds__(32)
   if (m > 0 && l == 0) score[b] = item_score;
   __syncwarp();  // every cell kept
 
-  float seed_z = 0.f;  // global, local max: 1 / z* on the end cell's lane
+  // The seeds, times grad (so that R, and every gradient drawn from it, carries it): global and
+  // local max, g / z* at the end cell (on its lane); local soft, g 2^(K(i, j) - K*) / z* at every
+  // cell (per chunk, below).
+  float seed_z = 0.f;
   int seed_j[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const bool end_row = !kSoft && first_row + r == end_i;
     seed_j[r] = end_row ? end_j : -1;
-    if (end_row) seed_z = 1.f / kept[(end_i - 1) * kKeepWidth + end_j];
+    if (end_row) seed_z = g / kept[(end_i - 1) * kKeepWidth + end_j];
   }
-  const float inv_total = kSoft ? 1.f / total_z : 0.f;
+  const float g_over_total = kSoft ? g / total_z : 0.f;
 
   // ---- reverse: the forward's steps backwards, chunk by chunk
   const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
@@ -174,30 +181,46 @@ __global__ void __launch_bounds__(32)
   };
   const float* const z_rows = kept + (first_row - 1) * kKeepWidth;  // row r at r * kKeepWidth
   const float* const z_above = l > 0 ? z_rows - kKeepWidth : z_rows;  // lane 0: unused
-  float next_R[R], next_E[R];  // R and E of the lane's rows at column j + 1
-  float back_next[R];          // 2^-e of the chunk after this one (its k less this one's)
+  // Carried from column j + 1 (the step before), each row r's: R; E R in row r - 1's scale (its
+  // diagonal successor's share); the kept z of (i, j), which row r + 1 takes as its up.
+  float next_R[R], next_ER[R], z_up_next[R];
+  float back_next[R];  // 2^-e of the chunk after this one (its k less this one's)
 #pragma unroll
-  for (int r = 0; r < R; ++r) next_R[r] = next_E[r] = 0.f, back_next[r] = 1.f;
+  for (int r = 0; r < R; ++r) next_R[r] = next_ER[r] = z_up_next[r] = 0.f, back_next[r] = 1.f;
   // From lane l + 1's first row, in this lane's last row's scale: R at column j (`below`), E R at
-  // j + 1 (`below_diag`) and at j (`below_diag_next`, for the next step).
-  float below = 0.f, below_diag = 0.f, below_diag_next = 0.f;
-  float d_gap = 0.f;
+  // j + 1 (`below_diag`) and at j (`below_diag_next`, for the next step). The lane above's last
+  // row's kept z at j (`z_above_next`).
+  float below = 0.f, below_diag = 0.f, below_diag_next = 0.f, z_above_next = 0.f;
+  // d score / d g: the gap edges' probabilities (times G at the end), global also the gaps along
+  // row 0 and column 0 before the edges that leave them.
+  float gap_edges = 0.f, gaps_before = 0.f;
 
   const int last_chunk = (steps - 1) / kW;
+  {  // the kept z's at the first column swept, as if carried
+    const int j = min(max(last_chunk * kW + kW - 1 - l, 0), kKeepCols);
+#pragma unroll
+    for (int r = 0; r < R; ++r) z_up_next[r] = z_rows[r * kKeepWidth + j];
+    z_above_next = z_above[j];
+  }
   load_tile(last_chunk);
   for (int kk = last_chunk; kk >= 0; --kk) {
     __syncwarp();  // every lane is done with the chunk after (its d S written out)
     float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
     const bool next = kk > 0;
     if (next) load_tile(kk - 1);
-    // What the reverse carries from the chunk after into this chunk's scales.
+    // What the reverse carries from the chunk after into this chunk's scales (the kept z's keep
+    // theirs: each belongs to the chunk that computed it, the one of the cell that reads it).
 #pragma unroll
-    for (int r = 0; r < R; ++r) next_R[r] *= back_next[r];
+    for (int r = 0; r < R; ++r) {
+      next_R[r] *= back_next[r];
+      next_ER[r] *= back_next[r == 0 ? 0 : r - 1];
+    }
     below *= back_next[R - 1];
     below_diag *= back_next[R - 1];
     below_diag_next *= back_next[R - 1];
     // This chunk's scales, as the forward had them: each row's k and its change e at the chunk's
-    // start, the factors between rows, the lane above's last row's.
+    // start, the factors between rows, the lane above's last row's (lane 0: 1, its row above is
+    // DP row 0, rebuilt in row 0's scale).
     int k[R], e[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -209,85 +232,91 @@ __global__ void __launch_bounds__(32)
     float from_above[R], back[R], seed_soft[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      from_above[r] = factor(r == 0 ? 0 : k[r - 1] - k[r]);
+      from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
       back[r] = pow2_to_subnormal(-e[r]);
-      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
+      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * g_over_total : 0.f;
     }
-    const float from_lane_above = factor(k_above - k[0]);
-    const float back_above = pow2_to_subnormal(-e_above);
+    const float back_above = l == 0 ? 1.f : pow2_to_subnormal(-e_above);
     const float row0_local = pow2_or_zero(-k[0]);
     Sw::wait_for_tiles(next);
     __syncwarp();
     const int j0 = kk * kW - l;
+    const bool interior = chunk_inside(kk);
     const auto sweep_back = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
 #pragma unroll
       for (int w = kW - 1; w >= 0; --w) {
         const int j = j0 + w;
         const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
-        // Kept columns j - 1 and j (any valid one outside the item: its cells are not inside).
+        // Kept column j - 1 (any valid one outside the item: its cells are not inside).
         const int jl = kInside ? j - 1 : min(max(j - 1, 0), kKeepCols);
-        const int jc = kInside ? j : min(max(j, 0), kKeepCols);
-        // The row above the lane's first row at j (up) and j - 1 (diag), in row 0's scale, as
-        // the forward used them: lane 0's is DP row 0; the lane above's last row came renormalized
-        // (back_above) when the forward computed it in the chunk before.
-        float up, diag;
-        if (l == 0) {
-          up = kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(k[0])));
-          diag = kLocal ? row0_local : dp::device::ex2(fmaf(float(j - 1), gap_c, -float(k[0])));
+        // The row above the lane's first row at j and j - 1, as the forward used them less the
+        // factor from_above[0]: the lane above's last row (renormalized, back_above, if the forward
+        // computed it in the chunk before), or DP row 0 (lane 0).
+        float z_up0, z_diag0;
+        if (kLocal) {
+          z_up0 = l == 0 ? row0_local : z_above_next * (w == 0 ? back_above : 1.f);
+          z_diag0 = l == 0 ? row0_local : z_above[jl] * (w <= 1 ? back_above : 1.f);
         } else {
-          up = (w == 0 ? z_above[jc] * back_above : z_above[jc]) * from_lane_above;
-          diag = (w <= 1 ? z_above[jl] * back_above : z_above[jl]) * from_lane_above;
+          z_up0 = l == 0 ? dp::device::ex2(fmaf(float(j), gap_c, -float(k[0])))
+                         : z_above_next * (w == 0 ? back_above : 1.f);
+          z_diag0 = l == 0 ? dp::device::ex2(fmaf(float(j - 1), gap_c, -float(k[0])))
+                           : z_above[jl] * (w <= 1 ? back_above : 1.f);
         }
-        float now_R[R], now_E[R];
+        z_above_next = z_above[jl];
+        float now_R[R], now_ER[R], z_left[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) z_left[r] = z_rows[r * kKeepWidth + jl];
+        float R_below = below;  // R of (i + 1, j) in row r's scale
 #pragma unroll
         for (int r = R - 1; r >= 0; --r) {
-          const float* const z_row = z_rows + r * kKeepWidth;
-          const float left = w == 0 ? z_row[jl] * back[r] : z_row[jl];
-          const float u = r == 0 ? up : z_row[jc - kKeepWidth] * from_above[r];
-          const float d =
-              r == 0 ? diag
-                     : (w == 0 ? z_row[jl - kKeepWidth] * back[r - 1] : z_row[jl - kKeepWidth]) *
-                           from_above[r];
           float* const slot = &my_tile[Sw::tile_at(r, w, l)];
           const float E = dp::device::ex2(*slot * scale);
-          // B's recurrence: (i, j + 1), (i + 1, j), (i + 1, j + 1) in row r's scale.
-          const float from_down = r == R - 1 ? below : now_R[r + 1] * from_above[r + 1];
-          const float from_diag =
-              r == R - 1 ? below_diag : next_E[r + 1] * next_R[r + 1] * from_above[r + 1];
-          const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
           const bool inside = kInside || (column_inside && r < rows_inside);
-          const float value = fmaf(gap, next_R[r] + from_down, from_diag) + seed;
+          // B's recurrence from (i, j + 1), (i + 1, j + 1) (off the chain), then (i + 1, j).
+          const float from_diag = r == R - 1 ? below_diag : next_ER[r + 1];
+          const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
+          const float base = fmaf(gap, next_R[r], from_diag + seed);
+          const float value = fmaf(gap, R_below, base);
           now_R[r] = inside ? value : 0.f;
-          now_E[r] = E;
-          const float match = E * d * now_R[r];  // the diagonal edge: d score / d S
-          *slot = match * g;
-          // The gap edges into (i, j); global, with the gaps along row 0 or column 0 before them.
-          float gaps = gap * (u + left) * now_R[r];
-          if constexpr (!kLocal) {
+          const float R_scaled = now_R[r] * from_above[r];  // in the row above's scale
+          now_ER[r] = E * R_scaled;
+          R_below = R_scaled;
+          // The edges into (i, j): the diagonal (d score / d S), and the gaps from above and the
+          // left, each Z in the row above's scale (up, diag) or this row's (left).
+          const float z_diag = r == 0 ? z_diag0 : z_left[r - 1] * (w == 0 ? back[r - 1] : 1.f);
+          const float z_up = r == 0 ? z_up0 : z_up_next[r - 1];
+          const float left = z_left[r] * (w == 0 ? back[r] : 1.f);
+          const float match = z_diag * now_ER[r];
+          *slot = match;
+          const float left_edge = left * now_R[r], up_edge = z_up * R_scaled;
+          if constexpr (kLocal) {
+            const float edges = left_edge + up_edge;
+            gap_edges += kInside ? edges : (inside ? edges : 0.f);
+          } else {  // from (i, 0) and (0, j): the i or j gaps before them too
             const int i = first_row + r;
-            const float before_left = j == 1 ? float(i) : 0.f;  // from (i, 0)
-            const float before_up = i == 1 ? float(j) : 0.f;    // from (0, j)
-            gaps += gap * (u * before_up + left * before_left) * now_R[r] +
-                    match * ((j == 1 ? float(i - 1) : 0.f) + (i == 1 ? float(j - 1) : 0.f));
+            const float edges = left_edge * (j == 1 ? float(i + 1) : 1.f) +
+                                up_edge * (i == 1 ? float(j + 1) : 1.f);
+            const float before = match * float((j == 1 ? i - 1 : 0) + (i == 1 ? j - 1 : 0));
+            gap_edges += inside ? edges : 0.f;
+            gaps_before += inside ? before : 0.f;
           }
-          d_gap += inside ? gaps : 0.f;
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           next_R[r] = now_R[r];
-          next_E[r] = now_E[r];
+          next_ER[r] = now_ER[r];
+          z_up_next[r] = z_left[r];
         }
         // To lane l - 1's last row: R and E R of this lane's first row, in its scale.
-        const float to_above = now_R[0] * from_lane_above;
-        const float from_lane_below = __shfl_down_sync(kFullMask, to_above, 1, G);
-        const float diag_from_lane_below = __shfl_down_sync(kFullMask, now_E[0] * to_above, 1, G);
+        const float from_lane_below = __shfl_down_sync(kFullMask, R_below, 1, G);
+        const float diag_from_lane_below = __shfl_down_sync(kFullMask, now_ER[0], 1, G);
         below = l == G - 1 ? 0.f : from_lane_below;
         below_diag = below_diag_next;
         below_diag_next = l == G - 1 ? 0.f : diag_from_lane_below;
       }
     };
-    if (chunk_inside(kk)) {
+    if (interior) {
       sweep_back(std::true_type{});
     } else {
       sweep_back(std::false_type{});
@@ -295,15 +324,20 @@ __global__ void __launch_bounds__(32)
 #pragma unroll
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
     __syncwarp();
-    Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, 0, kk, N);
+    if (interior) {
+      Sw::template move_tile<false, false, true>(my_tile, nullptr, grads, m, n, l, 0, kk, N);
+    } else {
+      Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, 0, kk, N);
+    }
   }
 
   // d score / d g of the item, summed over the group in a fixed order.
+  float d_gap = fmaf(gap, gap_edges, gaps_before);
 #pragma unroll
   for (int delta = G / 2; delta >= 1; delta /= 2) {
     d_gap += __shfl_xor_sync(kFullMask, d_gap, delta, G);
   }
-  if (m > 0 && l == 0) gv.open[b * gv.open_sb] = d_gap * g;
+  if (m > 0 && l == 0) gv.open[b * gv.open_sb] = d_gap;
 }
 
 }  // namespace scaled
