@@ -162,13 +162,88 @@ struct KeepCells {
   int best_j[R];
 };
 
+// Where a sweep reads each cell's score. TileScores: the striped forward's tiles, a chunk of
+// steps at a time, the next chunk's loading while this one is swept.
+template <int G, int R>
+struct TileScores {
+  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  float* warp_smem;
+  const float* scores;
+  int m, n, l, grp;
+  int64_t N;
+  float* tile = nullptr;
+
+  __device__ void load(int kk) const {
+    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, Sw::chunk_inside(m, n, 0, kk));
+  }
+  __device__ void first() const { load(0); }
+  __device__ void begin_chunk(int kk, bool next) {
+    tile = Sw::tile_of(warp_smem, grp, kk);
+    if (next) load(kk + 1);
+  }
+  __device__ void wait(bool next) const { Sw::wait_for_tiles(next); }
+  template <bool kInside>
+  __device__ float at(int r, int w, int /*j*/) const {
+    return tile[Sw::tile_at(r, w, l)];
+  }
+  __device__ void keep_E(int /*r*/, int /*j*/, float /*E*/, bool /*in_range*/) const {}
+};
+
+// DenseScores: the item's scores in shared memory, row i - 1 at (i - 1) * kKeepCols (zero outside
+// the item), loaded whole before the sweep (DenseScores::load); the sweep leaves E in their place.
+constexpr int kDenseItem = 32 * kKeepCols + 8;  // + 8: the groups of a warp on different banks
+struct DenseScores {
+  float* rows;  // the lane's first row
+
+  // Starts the copy of the item's m x n scores (of a row-major M x N block at `from`) into its
+  // 32 x kKeepCols array `to`, zero elsewhere, by the G lanes of its group (lane l of G).
+  template <int G>
+  __device__ static void load(float* to, const float* from, int m, int n, int64_t N, int l) {
+    const bool vectors = N % 4 == 0 && (reinterpret_cast<uintptr_t>(from) & 15) == 0;
+    if (vectors) {  // 16 bytes a copy, the part past n zero-filled
+      static_assert(kKeepCols % (4 * G) == 0 || 4 * G % kKeepCols == 0, "whole rows");
+#pragma unroll 4
+      for (int q = l; q < 32 * kKeepCols / 4; q += G) {
+        const int i = q / (kKeepCols / 4), j = (q % (kKeepCols / 4)) * 4;
+        const int bytes = i < m ? 4 * min(max(n - j, 0), 4) : 0;
+        const float* at = bytes > 0 ? from + int64_t(i) * N + j : from;
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to + i * kKeepCols + j));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(at),
+                     "r"(bytes));
+      }
+    } else {
+#pragma unroll 4
+      for (int q = l; q < 32 * kKeepCols; q += G) {
+        const int i = q / kKeepCols, j = q % kKeepCols;
+        const bool inside = i < m && j < n;
+        const float* at = inside ? from + int64_t(i) * N + j : from;
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to + q));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(at),
+                     "r"(inside ? 4 : 0));
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+  __device__ void first() const {}
+  __device__ void begin_chunk(int, bool) const {}
+  __device__ void wait(bool) const {}
+  // Column j of row r (any column of the row outside 1 .. kKeepCols: its cells are not inside).
+  template <bool kInside>
+  __device__ float at(int r, int /*w*/, int j) const {
+    return rows[r * kKeepCols + (kInside ? j - 1 : min(max(j - 1, 0), kKeepCols - 1))];
+  }
+  __device__ void keep_E(int r, int j, float E, bool in_range) const {
+    if (in_range) rows[r * kKeepCols + j - 1] = E;
+  }
+};
+
 // The sweep of a warp's items (the striped forward's cells, lanes, tiles and steps) in
 // probability space: leaves each lane's rows (their ends, local) in `rows`, global the value at
 // (m, n) in `final_value` of the lane that has it; sets `bad` where the item is refused.
-template <int G, int R, Ends kEnds, class Keep>
-__device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t N, float gap_c,
-                                      float gap, float scale, float t, int steps, int l, int grp,
-                                      float* warp_smem, Rows<R, is_local(kEnds)>& rows, bool& bad,
+template <int G, int R, Ends kEnds, class Scores, class Keep>
+__device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, float gap,
+                                      float scale, float t, int steps, int l,
+                                      Rows<R, is_local(kEnds)>& rows, bool& bad,
                                       float& final_value, bool& has_final, Keep& keep) {
   using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
   constexpr int kW = Sw::kW;
@@ -185,16 +260,11 @@ __device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t
   }
   float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
 
-  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
-  const auto load_tile = [&](int kk) {
-    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
-  };
-  load_tile(0);
+  src.first();
   for (int kk = 0; kk * kW < steps; ++kk) {
     __syncwarp();  // every lane is done with the chunk before
-    float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
     const bool next = (kk + 1) * kW < steps;
-    if (next) load_tile(kk + 1);
+    src.begin_chunk(kk, next);
     // The chunk's scales: each row's k, then the lane above's last row with its k.
     const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
     const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
@@ -219,9 +289,9 @@ __device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t
     float gap_above[R];  // G times the factor from the row above (kShortChain)
 #pragma unroll
     for (int r = 0; r < R; ++r) gap_above[r] = gap * rows.from_above[r];
-    Sw::wait_for_tiles(next);
+    src.wait(next);
     __syncwarp();
-    const bool interior = chunk_inside(kk);
+    const bool interior = Sw::chunk_inside(m, n, 0, kk);
     const auto sweep_chunk = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
 #pragma unroll
@@ -231,10 +301,11 @@ __device__ __forceinline__ void sweep(const float* scores, int m, int n, int64_t
             kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
         float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
         rows.diag = u;
-        const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
+        [[maybe_unused]] const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-          const float E = dp::device::ex2(my_tile[Sw::tile_at(r, w, l)] * scale);
+          const float E = dp::device::ex2(src.template at<kInside>(r, w, j) * scale);
+          src.keep_E(r, j, E, kInside || unsigned(j - 1) < unsigned(kKeepCols));
           const float old = rows.z[r];
           const float rest = kLocal ? fmaf(E, d, rows.one[r]) : E * d;
           float z;
@@ -354,8 +425,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if (steps > 0) {
     Rows<R, kLocal> rows(l * R + 1, gap_c);
     KeepNothing keep;
-    sweep<G, R, kEnds>(scores, m, n, N, gap_c, gap, scale, t, steps, l, grp, warp_smem, rows, bad,
-                       final_value, has_final, keep);
+    TileScores<G, R> src{warp_smem, scores, m, n, l, grp, N};
+    sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value,
+                       has_final, keep);
 
     if constexpr (kLocal) {
       // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log

@@ -29,19 +29,42 @@ namespace softalign {
 namespace stripes {
 namespace scaled {
 
-// One warp a block: its shared memory is the forward's tiles, its items' kept cells and every
-// chunk's k of each lane's rows.
+// One warp a block. Its shared memory: each item's scores (DenseScores; E after the forward, d S
+// after the reverse), each item's kept z's, and every chunk's k of each lane's rows, as 16-bit
+// integers (|k| stays below 1100: 5 chunks of at most 127 each, global rows starting at
+// 32 kGapBound). No score tiles: the item's scores come in once, with a few plain copies, and
+// its d S goes out the same way (H200, session 22: the striped tiles' loads, reloads and
+// write-out took half of the kernel's 620 us at (65536, 32^2)).
 template <int G, int R>
 struct Fused {
   using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
   using Sh = typename Sw::Sh;
   static constexpr int kChunks = (kKeepCols + G + Sw::kW - 1) / Sw::kW;
-  static constexpr int kTileFloats = Sh::kBuffers * Sh::kGroups * Sh::kTile;  // no edges
+  static constexpr int kScoreFloats = Sh::kGroups * kDenseItem;
   static constexpr int kKeptFloats = Sh::kGroups * kKeepItem;
-  // The k's as 16-bit integers (|k| stays below 1100: 5 chunks of at most 127 each, global rows
-  // starting at 32 kGapBound): 8 warps an SM instead of 7.
-  static constexpr int kWarpFloats = kTileFloats + kKeptFloats + kChunks * R * 32 / 2;
+  static constexpr int kWarpFloats = kScoreFloats + kKeptFloats + kChunks * R * 32 / 2;
 };
+
+// The item's m x n d S from its dense array to its row-major M x N block in global memory, by the
+// G lanes of its group.
+template <int G>
+__device__ __forceinline__ void write_out(float* to, const float* from, int m, int n, int64_t N,
+                                          int l) {
+  if (m == 0) return;
+  if (N % 4 == 0 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(to) & 15) == 0) {
+    const int per_row = n / 4;
+    for (int q = l; q < m * per_row; q += G) {
+      const int i = q / per_row, j = (q % per_row) * 4;
+      *reinterpret_cast<float4*>(to + int64_t(i) * N + j) =
+          *reinterpret_cast<const float4*>(from + i * kKeepCols + j);
+    }
+  } else {
+    for (int q = l; q < m * n; q += G) {
+      const int i = q / n, j = q % n;
+      to[int64_t(i) * N + j] = from[i * kKeepCols + j];
+    }
+  }
+}
 
 template <int G, int R, Ends kEnds>
 __global__ void __launch_bounds__(32)
@@ -85,12 +108,15 @@ __global__ void __launch_bounds__(32)
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
   if (steps == 0) return;  // no items
 
-  float* const warp_smem = smem;
-  float* const kept = smem + F::kTileFloats + grp * kKeepItem;  // the item's cells
+  float* const dense = smem + grp * kDenseItem;  // the item's S, then E, then d S
+  float* const kept = smem + F::kScoreFloats + grp * kKeepItem;  // the item's z's
   int16_t* const kept_k =
-      reinterpret_cast<int16_t*>(smem + F::kTileFloats + F::kKeptFloats) + lane_id;
+      reinterpret_cast<int16_t*>(smem + F::kScoreFloats + F::kKeptFloats) + lane_id;
   const int first_row = l * R + 1;
   const int rows_inside = min(max(m - l * R, 0), R);
+  DenseScores::load<G>(dense, scores, m, n, N, l);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  __syncwarp();
 
   // ---- forward
   Rows<R, kLocal> rows(first_row, gap_c);
@@ -99,8 +125,9 @@ __global__ void __launch_bounds__(32)
   for (int r = 0; r < R; ++r) keep.best_j[r] = -1;
   float final_value = 0.f;
   bool has_final = false;
-  sweep<G, R, kEnds>(scores, m, n, N, gap_c, gap, scale, t, steps, l, grp, warp_smem, rows, bad,
-                     final_value, has_final, keep);
+  DenseScores src{dense + (first_row - 1) * kKeepCols};
+  sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value, has_final,
+                     keep);
 
   // The score, and where the reverse starts: the end cell (i*, j*) and 1 / z there (global, local
   // max), or 2^-K* / z* with Z* = z* 2^K* the soft total (local soft).
@@ -174,11 +201,7 @@ __global__ void __launch_bounds__(32)
   }
   const float g_over_total = kSoft ? g / total_z : 0.f;
 
-  // ---- reverse: the forward's steps backwards, chunk by chunk
-  const auto chunk_inside = [&](int kk) { return Sw::chunk_inside(m, n, 0, kk); };
-  const auto load_tile = [&](int kk) {
-    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, chunk_inside(kk));
-  };
+  // ---- reverse: the forward's steps backwards, chunk by chunk, E from the forward's sweep
   const float* const z_rows = kept + (first_row - 1) * kKeepWidth;  // row r at r * kKeepWidth
   const float* const z_above = l > 0 ? z_rows - kKeepWidth : z_rows;  // lane 0: unused
   // Carried from column j + 1 (the step before), each row r's: R; E R in row r - 1's scale (its
@@ -202,12 +225,7 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) z_up_next[r] = z_rows[r * kKeepWidth + j];
     z_above_next = z_above[j];
   }
-  load_tile(last_chunk);
   for (int kk = last_chunk; kk >= 0; --kk) {
-    __syncwarp();  // every lane is done with the chunk after (its d S written out)
-    float* const my_tile = Sw::tile_of(warp_smem, grp, kk);
-    const bool next = kk > 0;
-    if (next) load_tile(kk - 1);
     // What the reverse carries from the chunk after into this chunk's scales (the kept z's keep
     // theirs: each belongs to the chunk that computed it, the one of the cell that reads it).
 #pragma unroll
@@ -238,10 +256,8 @@ __global__ void __launch_bounds__(32)
     }
     const float back_above = l == 0 ? 1.f : pow2_to_subnormal(-e_above);
     const float row0_local = pow2_or_zero(-k[0]);
-    Sw::wait_for_tiles(next);
-    __syncwarp();
     const int j0 = kk * kW - l;
-    const bool interior = chunk_inside(kk);
+    const bool interior = Sw::chunk_inside(m, n, 0, kk);
     const auto sweep_back = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
 #pragma unroll
@@ -270,8 +286,7 @@ __global__ void __launch_bounds__(32)
         float R_below = below;  // R of (i + 1, j) in row r's scale
 #pragma unroll
         for (int r = R - 1; r >= 0; --r) {
-          float* const slot = &my_tile[Sw::tile_at(r, w, l)];
-          const float E = dp::device::ex2(*slot * scale);
+          const float E = src.template at<kInside>(r, w, j);
           const bool inside = kInside || (column_inside && r < rows_inside);
           // B's recurrence from (i, j + 1), (i + 1, j + 1) (off the chain), then (i + 1, j).
           const float from_diag = r == R - 1 ? below_diag : next_ER[r + 1];
@@ -287,8 +302,8 @@ __global__ void __launch_bounds__(32)
           const float z_diag = r == 0 ? z_diag0 : z_left[r - 1] * (w == 0 ? back[r - 1] : 1.f);
           const float z_up = r == 0 ? z_up0 : z_up_next[r - 1];
           const float left = z_left[r] * (w == 0 ? back[r] : 1.f);
-          const float match = z_diag * now_ER[r];
-          *slot = match;
+          const float match = z_diag * now_ER[r];  // E(i, j) is not read again
+          if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) src.rows[r * kKeepCols + j - 1] = match;
           const float left_edge = left * now_R[r], up_edge = z_up * R_scaled;
           if constexpr (kLocal) {
             const float edges = left_edge + up_edge;
@@ -323,13 +338,9 @@ __global__ void __launch_bounds__(32)
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
-    __syncwarp();
-    if (interior) {
-      Sw::template move_tile<false, false, true>(my_tile, nullptr, grads, m, n, l, 0, kk, N);
-    } else {
-      Sw::template move_tile<false>(my_tile, nullptr, grads, m, n, l, 0, kk, N);
-    }
   }
+  __syncwarp();
+  write_out<G>(grads, dense, m, n, N, l);
 
   // d score / d g of the item, summed over the group in a fixed order.
   float d_gap = fmaf(gap, gap_edges, gaps_before);
