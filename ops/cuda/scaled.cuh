@@ -46,7 +46,7 @@ constexpr int kGapBound = 12;      // |g| log2(e) / t at most
 constexpr int kFactorBound = 120;  // k_above - k at most
 constexpr float kTiny = 0x1p-100f;  // a global score's Z(m, n) at least
 #ifndef SOFTALIGN_SCALED_SHORT_CHAIN
-#define SOFTALIGN_SCALED_SHORT_CHAIN 0
+#define SOFTALIGN_SCALED_SHORT_CHAIN 1
 #endif
 // A cell below a lane's first row takes the row above's new value in its last FMA (one FFMA a
 // row on the step's dependence chain instead of a multiply, an add and an FFMA).
@@ -181,7 +181,7 @@ struct TileScores {
     tile = Sw::tile_of(warp_smem, grp, kk);
     if (next) load(kk + 1);
   }
-  __device__ void wait(bool next) const { Sw::wait_for_tiles(next); }
+  __device__ void wait(int /*kk*/, bool next) const { Sw::wait_for_tiles(next); }
   template <bool kInside>
   __device__ float at(int r, int w, int /*j*/) const {
     return tile[Sw::tile_at(r, w, l)];
@@ -190,43 +190,63 @@ struct TileScores {
 };
 
 // DenseScores: the item's scores in shared memory, row i - 1 at (i - 1) * kKeepCols (zero outside
-// the item), loaded whole before the sweep (DenseScores::load); the sweep leaves E in their place.
+// the item), loaded before the sweep (DenseScores::load) in slabs of kSlabCols columns, chunk kk
+// of the sweep waiting for slab kk only; the sweep leaves E in their place.
 constexpr int kDenseItem = 32 * kKeepCols + 8;  // + 8: the groups of a warp on different banks
 struct DenseScores {
+  static constexpr int kSlabCols = 8, kSlabs = kKeepCols / kSlabCols;
   float* rows;  // the lane's first row
 
   // Starts the copy of the item's m x n scores (of a row-major M x N block at `from`) into its
-  // 32 x kKeepCols array `to`, zero elsewhere, by the G lanes of its group (lane l of G).
+  // 32 x kKeepCols array `to`, zero elsewhere, by the G lanes of its group (lane l of G): one
+  // commit group a slab.
   template <int G>
   __device__ static void load(float* to, const float* from, int m, int n, int64_t N, int l) {
     const bool vectors = N % 4 == 0 && (reinterpret_cast<uintptr_t>(from) & 15) == 0;
-    if (vectors) {  // 16 bytes a copy, the part past n zero-filled
-      static_assert(kKeepCols % (4 * G) == 0 || 4 * G % kKeepCols == 0, "whole rows");
+    for (int slab = 0; slab < kSlabs; ++slab) {
+      if (vectors) {  // 16 bytes a copy, the part past n zero-filled
+        constexpr int kPerRow = kSlabCols / 4;
+        static_assert((32 * kPerRow) % G == 0, "whole rounds of the group");
+#pragma unroll
+        for (int q = l; q < 32 * kPerRow; q += G) {
+          const int i = q / kPerRow, j = slab * kSlabCols + (q % kPerRow) * 4;
+          const int bytes = i < m ? 4 * min(max(n - j, 0), 4) : 0;
+          const float* at = bytes > 0 ? from + int64_t(i) * N + j : from;
+          const unsigned dst =
+              static_cast<unsigned>(__cvta_generic_to_shared(to + i * kKeepCols + j));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(at),
+                       "r"(bytes));
+        }
+      } else {
 #pragma unroll 4
-      for (int q = l; q < 32 * kKeepCols / 4; q += G) {
-        const int i = q / (kKeepCols / 4), j = (q % (kKeepCols / 4)) * 4;
-        const int bytes = i < m ? 4 * min(max(n - j, 0), 4) : 0;
-        const float* at = bytes > 0 ? from + int64_t(i) * N + j : from;
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to + i * kKeepCols + j));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(at),
-                     "r"(bytes));
+        for (int q = l; q < 32 * kSlabCols; q += G) {
+          const int i = q / kSlabCols, j = slab * kSlabCols + q % kSlabCols;
+          const bool inside = i < m && j < n;
+          const float* at = inside ? from + int64_t(i) * N + j : from;
+          const unsigned dst =
+              static_cast<unsigned>(__cvta_generic_to_shared(to + i * kKeepCols + j));
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(at),
+                       "r"(inside ? 4 : 0));
+        }
       }
-    } else {
-#pragma unroll 4
-      for (int q = l; q < 32 * kKeepCols; q += G) {
-        const int i = q / kKeepCols, j = q % kKeepCols;
-        const bool inside = i < m && j < n;
-        const float* at = inside ? from + int64_t(i) * N + j : from;
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to + q));
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(at),
-                     "r"(inside ? 4 : 0));
-      }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
   __device__ void first() const {}
   __device__ void begin_chunk(int, bool) const {}
-  __device__ void wait(bool) const {}
+  // Chunk kk reads columns below (kk + 1) kSlabCols (kW = kSlabCols): slabs 0 .. kk.
+  __device__ void wait(int kk, bool) const {
+    static_assert(kSlabs == 4, "the waits below");
+    if (kk == 0) {
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+    } else if (kk == 1) {
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+    } else if (kk == 2) {
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }
+  }
   // Column j of row r (any column of the row outside 1 .. kKeepCols: its cells are not inside).
   template <bool kInside>
   __device__ float at(int r, int /*w*/, int j) const {
@@ -289,8 +309,8 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     float gap_above[R];  // G times the factor from the row above (kShortChain)
 #pragma unroll
     for (int r = 0; r < R; ++r) gap_above[r] = gap * rows.from_above[r];
-    src.wait(next);
-    __syncwarp();
+    src.wait(kk, next);
+    __syncwarp();  // and every lane's copies
     const bool interior = Sw::chunk_inside(m, n, 0, kk);
     const auto sweep_chunk = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;

@@ -75,6 +75,7 @@ __global__ void __launch_bounds__(32)
   using Sh = typename F::Sh;
   constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
   static_assert(G * R == 32 && !Sh::kStacked, "an item's rows in one stripe");
+  static_assert(kW == DenseScores::kSlabCols, "a chunk of steps waits for a slab of columns");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   __shared__ float smem[F::kWarpFloats];
 
@@ -114,9 +115,7 @@ __global__ void __launch_bounds__(32)
       reinterpret_cast<int16_t*>(smem + F::kScoreFloats + F::kKeptFloats) + lane_id;
   const int first_row = l * R + 1;
   const int rows_inside = min(max(m - l * R, 0), R);
-  DenseScores::load<G>(dense, scores, m, n, N, l);
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-  __syncwarp();
+  DenseScores::load<G>(dense, scores, m, n, N, l);  // the sweep waits for it slab by slab
 
   // ---- forward
   Rows<R, kLocal> rows(first_row, gap_c);
@@ -128,6 +127,7 @@ __global__ void __launch_bounds__(32)
   DenseScores src{dense + (first_row - 1) * kKeepCols};
   sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value, has_final,
                      keep);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // short items: slabs the sweep never read
 
   // The score, and where the reverse starts: the end cell (i*, j*) and 1 / z there (global, local
   // max), or 2^-K* / z* with Z* = z* 2^K* the soft total (local soft).
