@@ -45,12 +45,6 @@ namespace scaled {
 constexpr int kGapBound = 12;      // |g| log2(e) / t at most
 constexpr int kFactorBound = 120;  // k_above - k at most
 constexpr float kTiny = 0x1p-100f;  // a global score's Z(m, n) at least
-#ifndef SOFTALIGN_SCALED_SHORT_CHAIN
-#define SOFTALIGN_SCALED_SHORT_CHAIN 1
-#endif
-// A cell below a lane's first row takes the row above's new value in its last FMA (one FFMA a
-// row on the step's dependence chain instead of a multiply, an add and an FFMA).
-constexpr bool kShortChain = SOFTALIGN_SCALED_SHORT_CHAIN != 0;
 
 // 2^e for e in [-126, 127] (built from its exponent bits).
 __device__ __forceinline__ float pow2(int e) { return __int_as_float((e + 127) << 23); }
@@ -306,7 +300,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
     bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
     const float row0_local = rows.one[0];
-    float gap_above[R];  // G times the factor from the row above (kShortChain)
+    float gap_above[R];  // G times the factor from the row above
 #pragma unroll
     for (int r = 0; r < R; ++r) gap_above[r] = gap * rows.from_above[r];
     src.wait(kk, next);
@@ -319,7 +313,8 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
         const int j = j0 + w;  // this lane's column at this step
         const float row0 =
             kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
-        float u = l == 0 ? row0 : up * from_lane_above, d = rows.diag;  // row 0's, its scale
+        const float u = l == 0 ? row0 : up * from_lane_above;  // row 0's above, its scale
+        float d = rows.diag;
         rows.diag = u;
         [[maybe_unused]] const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
 #pragma unroll
@@ -328,12 +323,11 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           src.keep_E(r, j, E, kInside || unsigned(j - 1) < unsigned(kKeepCols));
           const float old = rows.z[r];
           const float rest = kLocal ? fmaf(E, d, rows.one[r]) : E * d;
-          float z;
-          if (kShortChain && r > 0) {  // the row above's z, times G 2^dk, last
-            z = fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
-          } else {
-            z = fmaf(gap, u + old, rest);
-          }
+          // Below the lane's first row, the row above's new z enters last: one FFMA a row on the
+          // step's dependence chain, not a multiply, an add and an FFMA. (H200, session 22: the
+          // same times as G (u + old), within the noise; the fused kernel's tests ran with both.)
+          float z = r == 0 ? fmaf(gap, u + old, rest)
+                           : fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
           if (!kInside) z = j == 0 ? column_zero[r] : z;
           if constexpr (kLocal) {
             const float mine = z * rows.to_acc[r];
@@ -347,10 +341,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
             }
           }
           rows.z[r] = z;
-          if (r + 1 < R) {
-            u = z * rows.from_above[r + 1];
-            d = old * rows.from_above[r + 1];
-          }
+          if (r + 1 < R) d = old * rows.from_above[r + 1];
         }
         if constexpr (!kLocal) {  // SPEC: the value at (m, n)
           if (j == n && m > l * R && m <= l * R + R) {

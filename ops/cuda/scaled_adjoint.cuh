@@ -1,7 +1,8 @@
 // The short pairs' linear forward + adjoint at t > 0 in probability space, in one kernel
 // (notes/scaled-backward-plan.md): a warp sweeps its items forward as scaled.cuh's forward does,
-// keeping every cell's z in shared memory (KeepCells: items of at most kKeepCols columns), then
-// sweeps the same steps backwards and writes d score / d S, times grad, through the score tiles.
+// keeping every cell's z and E in shared memory (KeepCells, DenseScores: items of at most
+// kKeepCols columns), then sweeps the same steps backwards, leaves d score / d S times grad in E's
+// place, and copies it out.
 //
 // The reverse. With Z = exp(H / t) and Z* the value the score reads (the end cell's Z; local
 // soft, 1 + the sum of every cell's Z), B(i, j) = d Z* / d Z(i, j) obeys
