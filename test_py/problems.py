@@ -1,4 +1,5 @@
 """Random problems for every SPEC model, and one comparison of the op against the reference."""
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -64,6 +65,25 @@ def make_problem(model="linear", mode="local", reduction="max", temperature=1.0,
         p.lengths_a = torch.randint(0, M + 1, (B,), generator=gen)
         p.lengths_b = torch.randint(0, N + 1, (B,), generator=gen)
         p.lengths_a[0], p.lengths_b[0] = M, N  # one item keeps the whole block
+    return p
+
+
+def problem_with_refusals(mode, reduction):
+    """Linear items, t = 1, that the CUDA scaled kernels must refuse (items 10-13, 15, 16, 18:
+    their log-space sweeps take them) among items they take (14, 17 and the rest), B = 1500."""
+    B, M, N = 1500, 20, 25
+    p = make_problem("linear", mode, reduction, 1.0, B=B, M=M, N=N, penalties="item",
+                     lengths=True, seed=5)
+    p.lengths_a[10:20], p.lengths_b[10:20] = M, N
+    p.scores[10] *= 1e3             # exp(s / t) overflows
+    p.scores[11] = 100.0            # and here for every cell
+    p.scores[12, 3, 4] = math.nan
+    p.scores[13, 0, N - 1] = math.inf
+    p.scores[14, :, 5] = -math.inf  # taken: E = 0, as in log space
+    p.gap_open[15] = -500.0         # exp(g / t) vanishes
+    p.gap_open[16] = 200.0          # and overflows
+    p.scores[17, :, :] = -100.0     # E underflows to 0: taken (the values follow the gaps)
+    p.scores[18, 5:, :] = 40.0      # values past float's range within one step
     return p
 
 

@@ -14,7 +14,7 @@ import torch
 
 import softalign
 from fresh_process import ROOT, run_in_fresh_process
-from problems import make_problem
+from problems import make_problem, problem_with_refusals
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -96,19 +96,7 @@ def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction):
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_forward_refused_items(end):
-    B, M, N = 1500, 20, 25
-    p = make_problem("linear", *end, 1.0, B=B, M=M, N=N, penalties="item", lengths=True, seed=5)
-    p.lengths_a[10:20], p.lengths_b[10:20] = M, N
-    p.scores[10] *= 1e3             # exp(s / t) overflows
-    p.scores[11] = 100.0            # and here for every cell
-    p.scores[12, 3, 4] = math.nan
-    p.scores[13, 0, N - 1] = math.inf
-    p.scores[14, :, 5] = -math.inf  # taken: E = 0, as in log space
-    p.gap_open[15] = -500.0         # exp(g / t) vanishes
-    p.gap_open[16] = 200.0          # and overflows
-    p.scores[17, :, :] = -100.0     # E underflows to 0: taken (the values follow the gaps)
-    p.scores[18, 5:, :] = 40.0      # values past float's range within one step
-    got = assert_matches_cpu(p)
+    got = assert_matches_cpu(problem_with_refusals(*end))
     assert torch.isnan(got[12])  # and every other item as the CPU has it
 
 
@@ -128,7 +116,7 @@ sys.path.insert(0, {test_py!r})
 os.environ["SOFTALIGN_CUDA_LOG_SPACE"] = "1"  # before the first call, which reads it
 import torch
 import softalign
-from problems import make_problem
+from problems import make_problem, problem_with_refusals
 p = make_problem("linear", "local", "soft", 0.5, B=1500, M=32, N=29, penalties="item",
                  lengths=True, seed=1).on("cuda", torch.float32)
 with torch.no_grad():

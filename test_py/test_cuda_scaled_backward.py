@@ -4,13 +4,11 @@ gradient against the CPU backend in float64: temperatures from 0.05 (every item 
 log-space kernels take every unit) to 100, lengths, whole chunks inside the items, and items
 built to be refused among items it takes (their units go to log space, the others must keep the
 fused results)."""
-import math
-
 import pytest
 import torch
 
 import softalign
-from problems import evaluate, make_problem
+from problems import evaluate, make_problem, problem_with_refusals
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -56,19 +54,8 @@ def test_scaled_backward_number_penalty(end):
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_backward_refused_items(end):
-    B, M, N = 1500, 20, 25
-    p = make_problem("linear", *end, 1.0, B=B, M=M, N=N, penalties="item", lengths=True, seed=5)
-    p.lengths_a[10:20], p.lengths_b[10:20] = M, N
-    p.lengths_a[30], p.lengths_b[40] = 0, 0  # only boundaries
-    p.scores[10] *= 1e3             # exp(s / t) overflows
-    p.scores[11] = 100.0            # and here for every cell
-    p.scores[12, 3, 4] = math.nan
-    p.scores[13, 0, N - 1] = math.inf
-    p.scores[14, :, 5] = -math.inf  # taken: E = 0, as in log space
-    p.gap_open[15] = -500.0         # exp(g / t) vanishes
-    p.gap_open[16] = 200.0          # and overflows
-    p.scores[17, :, :] = -100.0     # E underflows to 0: taken (the values follow the gaps)
-    p.scores[18, 5:, :] = 40.0      # values past float's range within one step
+    p = problem_with_refusals(*end)
+    p.lengths_a[30], p.lengths_b[40] = 0, 0  # only boundaries: refused too
     # rtol 1e-3: item 16 (gap +200, refused: the log-space kernels) scores near 9000, where the
     # log-space weights in float32 are off by about 5e-4 (H200: d gap 6e-4 off, relatively).
     got, _ = assert_grads_match_cpu(p, rtol=1e-3)
