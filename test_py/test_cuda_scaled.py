@@ -95,6 +95,16 @@ def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_forward_paying_gaps(end):
+    """Gap penalties about +2 at t = 0.5 (G > 1: values grow along every row, also past a short
+    item's last column, beside items of 32 columns in the same warps)."""
+    p = make_problem("linear", *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
+                     seed=11)
+    p.gap_open = p.gap_open + 3.0
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_forward_refused_items(end):
     got = assert_matches_cpu(problem_with_refusals(*end))
     assert torch.isnan(got[12])  # and every other item as the CPU has it

@@ -4,6 +4,8 @@ gradient against the CPU backend in float64: temperatures from 0.05 (every item 
 log-space kernels take every unit) to 100, lengths, whole chunks inside the items, and items
 built to be refused among items it takes (their units go to log space, the others must keep the
 fused results)."""
+import math
+
 import pytest
 import torch
 
@@ -83,3 +85,34 @@ def test_scaled_backward_repeats_bit_for_bit():
         assert torch.equal(score, runs[0][0])
         for name in grads:
             assert torch.equal(grads[name], runs[0][1][name])
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+@pytest.mark.parametrize("case", ["lengths", "short_items"])
+def test_scaled_backward_paying_gaps(end, case):
+    """Gap penalties above zero (gaps that pay: G > 1), which the scaled kernels take up to
+    |g| log2(e) / t = 12. Values then grow along every row, also past an item's last column and
+    below its last row; a local end that followed them flushed its sum (a review's float64 model:
+    local scores 0 or -inf, refused by nothing)."""
+    if case == "lengths":  # short items beside n = 32 in the same warps
+        p = make_problem("linear", *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
+                         seed=11)
+    else:
+        p = make_problem("linear", *end, 0.25, B=1200, M=7, N=5, penalties="item", seed=12)
+        p.gap_open = p.gap_open - 0.1  # most below 12 t / log2(e) = 2.08 after the shift below
+    p.gap_open = p.gap_open + 3.0  # about +2 to +2.3
+    assert_grads_match_cpu(p)
+
+
+def test_scaled_backward_large_grad():
+    """grad scales d S on its way out: R itself stays below 1 / z (here up to 2^90 with
+    -inf scores at t = 0.125), so a grad of 1e9 must not overflow it."""
+    p = make_problem("linear", "global", "max", 0.125, B=1100, M=8, N=32, penalties="item",
+                     lengths=True, seed=13)
+    p.scores[::2] = -math.inf
+    got = p.on("cuda", torch.float32)
+    want = p.on("cpu", torch.float64)
+    for q in (got, want):
+        (softalign.smith_waterman(q.scores, **q.kwargs()) * 1e9).sum().backward()
+    for a, b in [(got.scores, want.scores), (got.gap_open, want.gap_open)]:
+        torch.testing.assert_close(a.grad.cpu().double(), b.grad, rtol=2e-4, atol=2e-4 * 1e9)

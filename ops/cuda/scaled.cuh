@@ -112,8 +112,13 @@ struct Rows {
   // At a chunk's start: every row's z to [1, 2), its k changed to match (those outside
   // [2^-126, 2^127) as they are: outside the item, or about to be refused); its 1, its end's
   // scale and the factors between rows to match. Refuses the item (`bad`) when a factor would
-  // be clamped while cells of the item lie ahead in this lane's rows.
-  __device__ void renormalize(bool cells_ahead, int rows_inside, int below, bool& bad) {
+  // be clamped while cells of the item lie ahead in this lane's rows. `ends_open`: the item's last
+  // column is not behind the lane yet. A row's end follows its k only while its cells may still
+  // come: below the item or past its last column the values go on (with G > 1, a gap that pays,
+  // they grow by G a column), and an end scaled with them would flush the sum it holds, or, as a
+  // lane's top exponent, every other row's (a session 22 review: local scores 0 or -inf).
+  __device__ void renormalize(bool cells_ahead, bool ends_open, int rows_inside, int below,
+                              bool& bad) {
     const int k0 = k[0];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -124,9 +129,11 @@ struct Rows {
       k[r] += e;
       if constexpr (kLocal) {
         one[r] = pow2_or_zero(-k[r]);
-        acc[r] = scale_down(acc[r], ka[r] - max(ka[r], k[r]));  // as is unless k passed ka
-        ka[r] = max(ka[r], k[r]);
-        to_acc[r] = pow2_to_subnormal(k[r] - ka[r]);
+        if (ends_open && r < rows_inside) {
+          acc[r] = scale_down(acc[r], ka[r] - max(ka[r], k[r]));  // as is unless k passed ka
+          ka[r] = max(ka[r], k[r]);
+        }
+        to_acc[r] = pow2_to_subnormal(k[r] - ka[r]);  // a closed end adds nothing more
       }
     }
     diag *= pow2(k0 - k[0]);  // |k0 - k[0]| <= 126: a normal z's exponent
@@ -283,7 +290,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     const int j0 = kk * kW - l;  // this lane's column at the chunk's first step
     const bool cells_ahead = rows_inside > 0 && j0 + kW - 1 >= 1 && j0 <= n;
     if (kk > 0) {
-      rows.renormalize(cells_ahead, rows_inside, below, bad);
+      rows.renormalize(cells_ahead, j0 <= n, rows_inside, below, bad);
       // The row above at column j0 - 1, the first step's diagonal: Rows::loses bounds the row
       // above at j0, which may have risen far above it.
       bad |= cells_ahead && !(rows.diag >= 0x1p-126f);

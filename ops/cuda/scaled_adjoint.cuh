@@ -1,7 +1,7 @@
 // The short pairs' linear forward + adjoint at t > 0 in probability space, in one kernel
 // (notes/scaled-backward-plan.md): a warp sweeps its items forward as scaled.cuh's forward does,
 // keeping every cell's z and E in shared memory (KeepCells, DenseScores: items of at most
-// kKeepCols columns), then sweeps the same steps backwards, leaves d score / d S times grad in E's
+// kKeepCols columns), then sweeps the same steps backwards, leaves d score / d S in E's
 // place, and copies it out.
 //
 // The reverse. With Z = exp(H / t) and Z* the value the score reads (the end cell's Z; local
@@ -46,23 +46,24 @@ struct Fused {
   static constexpr int kWarpFloats = kScoreFloats + kKeptFloats + kChunks * R * 32 / 2;
 };
 
-// The item's m x n d S from its dense array to its row-major M x N block in global memory, by the
-// G lanes of its group.
+// The item's m x n d S, times grad g, from its dense array to its row-major M x N block in
+// global memory, by the G lanes of its group.
 template <int G>
-__device__ __forceinline__ void write_out(float* to, const float* from, int m, int n, int64_t N,
-                                          int l) {
+__device__ __forceinline__ void write_out(float* to, const float* from, float g, int m, int n,
+                                          int64_t N, int l) {
   if (m == 0) return;
   if (N % 4 == 0 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(to) & 15) == 0) {
     const int per_row = n / 4;
     for (int q = l; q < m * per_row; q += G) {
       const int i = q / per_row, j = (q % per_row) * 4;
-      *reinterpret_cast<float4*>(to + int64_t(i) * N + j) =
-          *reinterpret_cast<const float4*>(from + i * kKeepCols + j);
+      float4 d = *reinterpret_cast<const float4*>(from + i * kKeepCols + j);
+      d.x *= g, d.y *= g, d.z *= g, d.w *= g;
+      *reinterpret_cast<float4*>(to + int64_t(i) * N + j) = d;
     }
   } else {
     for (int q = l; q < m * n; q += G) {
       const int i = q / n, j = q % n;
-      to[int64_t(i) * N + j] = from[i * kKeepCols + j];
+      to[int64_t(i) * N + j] = from[i * kKeepCols + j] * g;
     }
   }
 }
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(32)
   static_assert(G * R == 32 && !Sh::kStacked, "an item's rows in one stripe");
   static_assert(kW == DenseScores::kSlabCols, "a chunk of steps waits for a slab of columns");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
-  __shared__ float smem[F::kWarpFloats];
+  __shared__ __align__(16) float smem[F::kWarpFloats];  // 16-byte copies in and out
 
   const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
   const int64_t unit = blockIdx.x;
@@ -152,6 +153,7 @@ __global__ void __launch_bounds__(32)
         total_z += __shfl_xor_sync(kFullMask, total_z, delta, G);
       }
       total_z += pow2_to_subnormal(-total_k);  // the empty alignment
+      bad |= !(total_z < INFINITY);  // the lanes' sums, each finite, may not be
       item_score = log_space(total_z, total_k, t);
     } else {
       // The lane's first maximal row, then the group's row-major first maximum (End), the empty
@@ -189,18 +191,18 @@ __global__ void __launch_bounds__(32)
   if (m > 0 && l == 0) score[b] = item_score;
   __syncwarp();  // every cell kept
 
-  // The seeds, times grad (so that R, and every gradient drawn from it, carries it): global and
-  // local max, g / z* at the end cell (on its lane); local soft, g 2^(K(i, j) - K*) / z* at every
-  // cell (per chunk, below).
+  // The seeds: global and local max, 1 / z* at the end cell (on its lane); local soft,
+  // 2^(K(i, j) - K*) / z* at every cell (per chunk, below). Not times grad: z R <= 1 is what keeps
+  // R in range; grad scales d S on its way out, and d g.
   float seed_z = 0.f;
   int seed_j[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const bool end_row = !kSoft && first_row + r == end_i;
     seed_j[r] = end_row ? end_j : -1;
-    if (end_row) seed_z = g / kept[(end_i - 1) * kKeepWidth + end_j];
+    if (end_row) seed_z = 1.f / kept[(end_i - 1) * kKeepWidth + end_j];
   }
-  const float g_over_total = kSoft ? g / total_z : 0.f;
+  const float inv_total = kSoft ? 1.f / total_z : 0.f;
 
   // ---- reverse: the forward's steps backwards, chunk by chunk, E from the forward's sweep
   const float* const z_rows = kept + (first_row - 1) * kKeepWidth;  // row r at r * kKeepWidth
@@ -253,7 +255,7 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) {
       from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
       back[r] = pow2_to_subnormal(-e[r]);
-      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * g_over_total : 0.f;
+      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
     }
     const float back_above = l == 0 ? 1.f : pow2_to_subnormal(-e_above);
     const float row0_local = pow2_or_zero(-k[0]);
@@ -341,10 +343,10 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
   }
   __syncwarp();
-  write_out<G>(grads, dense, m, n, N, l);
+  write_out<G>(grads, dense, g, m, n, N, l);
 
   // d score / d g of the item, summed over the group in a fixed order.
-  float d_gap = fmaf(gap, gap_edges, gaps_before);
+  float d_gap = fmaf(gap, gap_edges, gaps_before) * g;
 #pragma unroll
   for (int delta = G / 2; delta >= 1; delta /= 2) {
     d_gap += __shfl_xor_sync(kFullMask, d_gap, delta, G);
