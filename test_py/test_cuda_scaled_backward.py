@@ -1,9 +1,9 @@
 """The CUDA backend's fused forward + adjoint in probability space (ops/cuda/scaled_adjoint.cuh):
 the short pairs' linear gradients at t > 0 (B > 1024, M <= 32, N <= 32). Scores and every
 gradient against the CPU backend in float64: temperatures from 0.05 (every item refused: the
-log-space kernels take every unit) to 100, lengths, whole chunks inside the items, and items
-built to be refused among items it takes (their units go to log space, the others must keep the
-fused results)."""
+log-space kernels take every item) to 100, lengths, whole chunks inside the items, and items
+built to be refused among items it takes (they go to log space; the others keep the fused
+results, whatever their neighbours)."""
 import math
 
 import pytest
@@ -62,6 +62,45 @@ def test_scaled_backward_refused_items(end):
     # log-space weights in float32 are off by about 5e-4 (H200: d gap 6e-4 off, relatively).
     got, _ = assert_grads_match_cpu(p, rtol=1e-3)
     assert torch.isnan(got[12])
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_backward_items_do_not_depend_on_neighbours(end):
+    """SPEC: results do not depend on which other items share the batch. Items 14 and 17 share
+    their warps (units of 4 items) with refused ones; with those made plain, so that the kernel
+    takes them, every other item's score and gradients stay the same, bit for bit."""
+    p = problem_with_refusals(*end)
+    refused = [10, 11, 12, 13, 15, 16, 18]
+    plain = problem_with_refusals(*end)
+    plain.scores[refused] = torch.randn(len(refused), *p.scores.shape[1:],
+                                        generator=torch.Generator().manual_seed(3),
+                                        dtype=torch.float64)
+    plain.gap_open[refused] = -1.0
+    kept = torch.ones(p.scores.shape[0], dtype=torch.bool)
+    kept[refused] = False
+    got, got_grads = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
+    want, want_grads = evaluate(softalign.smith_waterman, plain.on("cuda", torch.float32))
+    assert torch.equal(got[kept], want[kept])
+    for name in want_grads:
+        assert torch.equal(got_grads[name][kept], want_grads[name][kept]), name
+
+
+def test_scaled_backward_keeps_nothing_per_cell():
+    """The fused kernel scales by grad itself, so autograd recomputes it in the backward
+    (ops/gradient_route.h) rather than keeping the gradient at a seed of 1: the forward with grad
+    holds nothing of size B x M x N, and the backward's gradients are grad times the item's."""
+    p = make_problem("linear", "local", "soft", 1.0, B=4096, M=32, N=32, penalties="item",
+                     seed=14).on("cuda", torch.float32)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    score = softalign.smith_waterman(p.scores, **p.kwargs())
+    held = torch.cuda.memory_allocated() - before
+    assert held < p.scores.numel() * 4 // 16, held  # one float a cell: 16 MiB
+    weights = torch.rand(p.scores.shape[0], generator=torch.Generator().manual_seed(1)).cuda()
+    (score * weights).sum().backward()
+    alignment = softalign.smith_waterman_alignment(p.scores.detach(), **p.kwargs())[1]
+    torch.testing.assert_close(p.scores.grad, alignment * weights[:, None, None], rtol=1e-6,
+                               atol=1e-7)
 
 
 def test_scaled_backward_alignment_is_a_posterior():

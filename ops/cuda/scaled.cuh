@@ -70,6 +70,21 @@ __device__ __forceinline__ float log_space(float z, int k, float t) {
   return t * dp::device::kLn2 * (dp::device::lg2(z) + float(k));
 }
 
+// The groups of G lanes (a bit each, group g at bit g) any of whose lanes says `bad`: the
+// items a warp refuses, which the log-space sweeps take instead, item by item (SPEC: an item's
+// result does not depend on which other items share the batch).
+template <int G>
+__device__ __forceinline__ unsigned groups_where(bool bad) {
+  static_assert(G < 32, "several groups a warp");
+  const unsigned lanes = __ballot_sync(kFullMask, bad);
+  unsigned groups = 0;
+#pragma unroll
+  for (int g = 0; g < 32 / G; ++g) {
+    if ((lanes >> (g * G)) & ((1u << G) - 1u)) groups |= 1u << g;
+  }
+  return groups;
+}
+
 // A lane's R rows between steps (probability space): row r's value at the column just done is
 // z[r] 2^k[r]; `diag` is the row above the lane's first row at that column, in row 0's scale.
 template <int R, bool kLocal>
@@ -472,12 +487,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
   // A group refuses its item if any of its lanes did; the warp then sweeps the refused items
   // again, in log space (the striped forward's sweep, on the same shared memory).
-  const unsigned bad_lanes = __ballot_sync(kFullMask, bad);
-  unsigned refused = 0;  // a bit per group
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    if ((bad_lanes >> (g * G)) & ((1u << G) - 1u)) refused |= 1u << g;
-  }
+  const unsigned refused = groups_where<G>(bad);
   if (!(refused >> grp & 1u)) {
     if (kLocal && m > 0 && l == 0) score[b] = local_score;
     if (!kLocal && has_final) score[b] = final_value;

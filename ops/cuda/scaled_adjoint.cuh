@@ -19,9 +19,10 @@
 // Global mode's gaps along row 0 and column 0 are counted on the edges that leave them: an edge
 // from (a, 0) or (0, a) carries the a gaps before it.
 //
-// Items the forward refuses (scaled.cuh's list), items of only boundaries, and the other items
-// of their warp are left to the log-space kernels: the unit's flag in `fallback` is set, and the
-// host runs the saving forward and the adjoint on the flagged units only.
+// Items the forward refuses (scaled.cuh's list) and items of only boundaries are left to the
+// log-space kernels: their groups' bits in their unit's `fallback` are set, and the host runs the
+// saving forward and the adjoint on those items only. The warp's other items keep this kernel's
+// results, so that none depends on its neighbours (SPEC, "Dtypes and devices").
 #pragma once
 
 #include "scaled.cuh"
@@ -89,6 +90,8 @@ __global__ void __launch_bounds__(32)
   const float t = c.temperature, scale = dp::device::exp2_scale(t);
   const int64_t N = v.N;
 
+  // A refused item's group sweeps as a group without an item (m = 0) when it is refused before
+  // the sweep, or has its results dropped when refused after it.
   dp::Item<float> it;
   int m = 0, n = 0;
   float gap_c = 0.f, g = 0.f;
@@ -96,20 +99,25 @@ __global__ void __launch_bounds__(32)
   if (b < B) {
     it = v.item(b);
     g = grad[b];
-    m = it.m;
-    n = it.n;
     gap_c = it.open.at(1, 1) * scale;
-    bad = m == 0 || n == 0 || !(fabsf(gap_c) <= float(kGapBound));  // NaN too
+    bad = it.m == 0 || it.n == 0 || !(fabsf(gap_c) <= float(kGapBound));  // NaN too
+    m = bad ? 0 : it.m;
+    n = bad ? 0 : it.n;
+    gap_c = bad ? 0.f : gap_c;
   }
-  if (__any_sync(kFullMask, bad)) {
-    if (lane_id == 0) fallback[unit] = 1;
-    return;
-  }
+  const auto refuse = [&] {  // the groups refused so far, for the log-space kernels
+    const unsigned refused = groups_where<G>(bad);
+    if (lane_id == 0 && refused != 0) fallback[unit] = int(refused);
+    return refused;
+  };
   const float gap = dp::device::ex2(gap_c);
   const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
   float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
   const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
-  if (steps == 0) return;  // no items
+  if (steps == 0) {  // no item taken
+    refuse();
+    return;
+  }
 
   float* const dense = smem + grp * kDenseItem;  // the item's S, then E, then d S
   float* const kept = smem + F::kScoreFloats + grp * kKeepItem;  // the item's z's
@@ -184,11 +192,10 @@ __global__ void __launch_bounds__(32)
   } else {
     item_score = __shfl_sync(kFullMask, final_value, (m - 1) / R, G);
   }
-  if (__any_sync(kFullMask, bad)) {
-    if (lane_id == 0) fallback[unit] = 1;
-    return;
-  }
-  if (m > 0 && l == 0) score[b] = item_score;
+  // Items refused by their ends go on through the reverse (on values of their own, whatever
+  // they are) and write nothing.
+  const bool taken = !(refuse() >> grp & 1u) && m > 0;
+  if (taken && l == 0) score[b] = item_score;
   __syncwarp();  // every cell kept
 
   // The seeds: global and local max, 1 / z* at the end cell (on its lane); local soft,
@@ -343,7 +350,7 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
   }
   __syncwarp();
-  write_out<G>(grads, dense, g, m, n, N, l);
+  write_out<G>(grads, dense, g, taken ? m : 0, n, N, l);
 
   // d score / d g of the item, summed over the group in a fixed order.
   float d_gap = fmaf(gap, gap_edges, gaps_before) * g;
@@ -351,7 +358,7 @@ __global__ void __launch_bounds__(32)
   for (int delta = G / 2; delta >= 1; delta /= 2) {
     d_gap += __shfl_xor_sync(kFullMask, d_gap, delta, G);
   }
-  if (m > 0 && l == 0) gv.open[b * gv.open_sb] = d_gap;
+  if (taken && l == 0) gv.open[b * gv.open_sb] = d_gap;
 }
 
 }  // namespace scaled

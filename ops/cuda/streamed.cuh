@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   using Sh = typename Sw::Sh;
   constexpr int kW = Sw::kW;
   static_assert(kW == G && G < 32, "a lane loads one step of each row of a chunk");
-  constexpr int kStates = Sh::kStates, kRows = Sh::kRows, kGroups = Sh::kGroups;
+  constexpr int kStates = Sh::kStates, kGroups = Sh::kGroups;
   __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;

@@ -26,6 +26,9 @@ inline bool log_space_only() {
   return only;
 }
 
+// Whether with_shape gives a call several items a warp (G < 32): short pairs, many of them.
+inline bool several_items_a_warp(int64_t B, int64_t M) { return M <= 32 && B > 1024; }
+
 template <stripes::Ends kEnds>
 using EndsConstant = std::integral_constant<stripes::Ends, kEnds>;
 
@@ -161,26 +164,27 @@ struct Launch {
 
   void forward_backward(const at::Tensor& grad, ProblemGrads& out) {
     // The short pairs' linear shape at t > 0, N <= 32: forward and adjoint in probability space,
-    // one kernel (scaled_adjoint.cuh); the units it leaves (refused items) go to log space.
+    // one kernel (scaled_adjoint.cuh); the items it refuses go to log space (a bit each in
+    // `refused`, per unit).
     if constexpr (!kAffine && G < 32) {
-      if (view.config.temperature > 0.f && N <= stripes::scaled::kKeepCols && !log_space_only()) {
-        at::Tensor fallback = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+      if (fuses_forward_backward(kAffine, B, M, N, view.config.temperature)) {
+        at::Tensor refused = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
         with_ends(view.config, [&](auto ends) {
           stripes::scaled::forward_backward_kernel<G, R, decltype(ends)::value>
               <<<geo.units, 32, 0, at::cuda::getCurrentCUDAStream()>>>(
                   view, view_of<float>(out), B, grad.data_ptr<float>(), out.score.data_ptr<float>(),
-                  fallback.data_ptr<int>());
+                  refused.data_ptr<int>());
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
-        log_space_forward_backward(grad, out, fallback.data_ptr<int>());
+        log_space_forward_backward(grad, out, refused.data_ptr<int>());
         return;
       }
     }
     log_space_forward_backward(grad, out, nullptr);
   }
 
-  // The saving forward and the adjoint in log space, of every unit or of those flagged in
-  // `only_units`.
+  // The saving forward and the adjoint in log space, of every item or of those flagged in
+  // `only_units` (a bit per group of each unit's warp).
   void log_space_forward_backward(const at::Tensor& grad, ProblemGrads& out,
                                   const int* only_units) {
     std::vector<stripes::Workspace> ws = workspaces(true);
@@ -225,7 +229,7 @@ template <bool kAffine, class Body>
 void with_shape(const Problem& p, Body&& body) {
   const int64_t B = p.batch(), M = p.scores.size(1);
   constexpr int kRowsPerLane = kAffine ? 2 : 4;
-  if (M <= 32 && B <= 1024) {
+  if (M <= 32 && !several_items_a_warp(B, M)) {
     Launch<kAffine, 32, 1> launch(p);
     body(launch);
   } else if (M <= 32) {

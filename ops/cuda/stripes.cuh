@@ -99,7 +99,9 @@ struct Workspace {
   float* stripe_ends;    // [b][s][4]: the local end of each stripe's cells
   float* ends;           // [b][4]: the item's local end: best, soft sum, argmax i, argmax j
   float* partials;       // [b][s][2]: d open, d extend summed over the stripe's cells
-  const int* only_units;  // the saving forward and the adjoint: the units flagged here (null: all)
+  // The saving forward and the adjoint: per unit, a bit for each group whose item they take
+  // (null: all of them).
+  const int* only_units;
 };
 
 // The ring of one item: two slots, each 2 * kStates planes of N + 1 entries (boundary values in
@@ -269,6 +271,11 @@ __device__ __forceinline__ int64_t unit_of_warp(int warp, const Workspace& ws) {
     unit = __shfl_sync(kFullMask, t, 0);
   }
   return unit;
+}
+
+// The groups of the unit's warp whose items a launch takes: a bit each (Workspace::only_units).
+__device__ __forceinline__ unsigned taken_groups(const Workspace& ws, int64_t unit) {
+  return ws.only_units == nullptr ? ~0u : unsigned(ws.only_units[unit]);
 }
 
 // Progress counters: a release store after the writer's own writes, an acquire load before the
@@ -1077,10 +1084,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int warp = threadIdx.x / 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int64_t unit = unit_of_warp(warp, ws);
-  if constexpr (kSave) {
-    if (ws.only_units != nullptr && ws.only_units[unit] == 0) return;  // the whole warp
-  }
-  forward_unit<kAffine, G, R, kSave, kEnds>(v, B, geo, ws, score, &smem[warp][0], unit, ~0u);
+  const unsigned taken = taken_groups(ws, unit);
+  if (taken == 0) return;  // the whole warp
+  forward_unit<kAffine, G, R, kSave, kEnds>(v, B, geo, ws, score, &smem[warp][0], unit, taken);
 }
 
 // ------------------------------------------------------------------------------ adjoint
@@ -1100,7 +1106,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int grp = lane_id / G, l = lane_id % G;
   const int64_t unit = unit_of_warp(warp, ws);
-  if (ws.only_units != nullptr && ws.only_units[unit] == 0) return;  // the whole warp
+  const unsigned taken = taken_groups(ws, unit);
+  if (taken == 0) return;  // the whole warp
   const int stripe = geo.stripes - 1 - int(unit % geo.stripes);  // bottom-up
   const int64_t b = (unit / geo.stripes) * kGroups + grp;
   dp::Config<float> c = v.config;
@@ -1120,7 +1127,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   float* open_out = whole_item && b < B ? gv.open + b * gv.open_sb : partial;
   float* extend_out = kAffine && whole_item && b < B ? gv.extend + b * gv.extend_sb
                                                      : (partial ? partial + 1 : nullptr);
-  if (b < B) {
+  if (b < B && (taken >> grp & 1u)) {
     it = v.item(b);
     o = it.open.at(1, 1);
     if constexpr (kAffine) ext = it.extend.at(1, 1);
