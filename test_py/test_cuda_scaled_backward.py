@@ -85,24 +85,6 @@ def test_scaled_backward_items_do_not_depend_on_neighbours(end):
         assert torch.equal(got_grads[name][kept], want_grads[name][kept]), name
 
 
-def test_scaled_backward_keeps_nothing_per_cell():
-    """The fused kernel scales by grad itself, so autograd recomputes it in the backward
-    (ops/gradient_route.h) rather than keeping the gradient at a seed of 1: the forward with grad
-    holds nothing of size B x M x N, and the backward's gradients are grad times the item's."""
-    p = make_problem("linear", "local", "soft", 1.0, B=4096, M=32, N=32, penalties="item",
-                     seed=14).on("cuda", torch.float32)
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    score = softalign.smith_waterman(p.scores, **p.kwargs())
-    held = torch.cuda.memory_allocated() - before
-    assert held < p.scores.numel() * 4 // 16, held  # one float a cell: 16 MiB
-    weights = torch.rand(p.scores.shape[0], generator=torch.Generator().manual_seed(1)).cuda()
-    (score * weights).sum().backward()
-    alignment = softalign.smith_waterman_alignment(p.scores.detach(), **p.kwargs())[1]
-    torch.testing.assert_close(p.scores.grad, alignment * weights[:, None, None], rtol=1e-6,
-                               atol=1e-7)
-
-
 def test_scaled_backward_alignment_is_a_posterior():
     """smith_waterman_alignment takes the same kernel: entries in [0, 1], and at local max the
     rows of the alignment sum to at most 1 (each residue aligned at most once)."""

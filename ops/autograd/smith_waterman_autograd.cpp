@@ -6,10 +6,9 @@
 //    gradient at a seed of 1 per item in one go (_smith_waterman_forward_backward) and keeps it,
 //    one float per cell (PERF's bound); the backward scales it by each item's grad. One DP
 //    sweep pair per training step instead of three.
-//  - penalties per position, and the calls a backend's rule claims (gradient_route.h: its
-//    forward + backward is one kernel): the forward keeps nothing of size B*M*N but the inputs
-//    and the backward op recomputes the DP (a per-item, per-position penalty gradient would be a
-//    second float per cell).
+//  - penalties per position: the forward keeps nothing of size B*M*N but the inputs and the
+//    backward op recomputes the DP (a per-item, per-position penalty gradient would be a second
+//    float per cell).
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -18,7 +17,6 @@
 #include <string>
 #include <tuple>
 
-#include "../gradient_route.h"
 #include "../op_handles.h"
 #include "../problem.h"
 
@@ -177,8 +175,7 @@ at::Tensor smith_waterman_autograd(const at::Tensor& scores, const at::Tensor& g
     return score_op().call(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b, mode,
                            reduction);
   }
-  if (per_item(gap_open) && (!gap_extend || per_item(*gap_extend)) &&
-      !backward_recomputes(scores, gap_extend.has_value(), temperature)) {
+  if (per_item(gap_open) && (!gap_extend || per_item(*gap_extend))) {
     return SmithWatermanKeepingGradient::apply(scores, gap_open, gap_extend, temperature,
                                                lengths_a, lengths_b, mode, reduction);
   }

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "../gradient_route.h"
 #include "../kernels.h"
 #include "striped.h"
 
@@ -81,36 +80,18 @@ void forward_backward_general(const Problem& p, const at::Tensor& grad, ProblemG
 
 // ------------------------------------------------------------ the backend
 
-// SOFTALIGN_CUDA_GENERAL=1 sends every call to the general path (for tests and comparisons).
-bool general_only() {
-  static const bool only = std::getenv("SOFTALIGN_CUDA_GENERAL") != nullptr;
-  return only;
-}
-
 }  // namespace
 
 // The striped kernels take float32 with penalties constant per item: shape (1|B, 1, 1).
+// SOFTALIGN_CUDA_GENERAL=1 sends every call to the general path (for tests and comparisons).
 bool striped::eligible(const Problem& p) {
+  static const bool force_general = std::getenv("SOFTALIGN_CUDA_GENERAL") != nullptr;
   const auto per_item = [](const at::Tensor& t) { return t.size(1) == 1 && t.size(2) == 1; };
-  return !general_only() && p.scores.scalar_type() == at::kFloat && per_item(p.gap_open) &&
+  return !force_general && p.scores.scalar_type() == at::kFloat && per_item(p.gap_open) &&
          (!p.affine() || per_item(p.gap_extend));
 }
 
 namespace {
-
-// gradient_route.h's rule, for calls whose penalties are one per item: the backward recomputes
-// what striped::forward_backward fuses. At (65536, 32^2), H200: the no-grad forward (112 us)
-// where keeping costs a scaling (129 us) and a float a cell. Shapes traced symbolically
-// (torch.compile, torch.export) keep the gradient.
-bool recomputes_backward(const at::Tensor& scores, bool affine, double temperature) {
-  if (scores.dim() != 3) return false;
-  for (const c10::SymInt& size : scores.sym_sizes()) {
-    if (size.is_symbolic()) return false;
-  }
-  return !general_only() && compute_dtype(scores.scalar_type()) == at::kFloat &&
-         striped::fuses_forward_backward(affine, scores.size(0), scores.size(1), scores.size(2),
-                                         temperature);
-}
 
 template <typename T, bool kAffine>
 void forward_items(const Problem& p, at::Tensor& score) {
@@ -172,7 +153,6 @@ struct CudaBackend {
 
 TORCH_LIBRARY_IMPL(softalign, CUDA, m) {
   SOFTALIGN_REGISTER_BACKEND(m, CudaBackend);
-  recompute_rule(c10::DeviceType::CUDA) = &recomputes_backward;
 }
 
 }  // namespace softalign

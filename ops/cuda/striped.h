@@ -17,10 +17,6 @@ namespace striped {
 // Whether the striped kernels take this call: float32, penalties of shape (1|B, 1, 1).
 bool eligible(const Problem& p);
 
-// Whether forward_backward runs one fused kernel in probability space (scaled_adjoint.cuh),
-// which scales by grad itself: the short pairs' linear shape at t > 0, N <= 32, many pairs.
-bool fuses_forward_backward(bool affine, int64_t B, int64_t M, int64_t N, double temperature);
-
 template <bool kAffine>
 void forward(const Problem& p, at::Tensor& score);
 

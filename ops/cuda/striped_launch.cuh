@@ -26,9 +26,6 @@ inline bool log_space_only() {
   return only;
 }
 
-// Whether with_shape gives a call several items a warp (G < 32): short pairs, many of them.
-inline bool several_items_a_warp(int64_t B, int64_t M) { return M <= 32 && B > 1024; }
-
 template <stripes::Ends kEnds>
 using EndsConstant = std::integral_constant<stripes::Ends, kEnds>;
 
@@ -167,7 +164,7 @@ struct Launch {
     // one kernel (scaled_adjoint.cuh); the items it refuses go to log space (a bit each in
     // `refused`, per unit).
     if constexpr (!kAffine && G < 32) {
-      if (fuses_forward_backward(kAffine, B, M, N, view.config.temperature)) {
+      if (view.config.temperature > 0.f && N <= stripes::scaled::kKeepCols && !log_space_only()) {
         at::Tensor refused = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
         with_ends(view.config, [&](auto ends) {
           stripes::scaled::forward_backward_kernel<G, R, decltype(ends)::value>
@@ -229,7 +226,7 @@ template <bool kAffine, class Body>
 void with_shape(const Problem& p, Body&& body) {
   const int64_t B = p.batch(), M = p.scores.size(1);
   constexpr int kRowsPerLane = kAffine ? 2 : 4;
-  if (M <= 32 && !several_items_a_warp(B, M)) {
+  if (M <= 32 && B <= 1024) {
     Launch<kAffine, 32, 1> launch(p);
     body(launch);
   } else if (M <= 32) {
