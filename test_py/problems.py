@@ -68,10 +68,10 @@ def make_problem(model="linear", mode="local", reduction="max", temperature=1.0,
     return p
 
 
-def problem_with_refusals(mode, reduction):
+def problem_with_refusals(mode, reduction, B=1500):
     """Linear items, t = 1, that the CUDA scaled kernels must refuse (items 10-13, 15, 16, 18:
-    their log-space sweeps take them) among items they take (14, 17 and the rest), B = 1500."""
-    B, M, N = 1500, 20, 25
+    their log-space sweeps take them) among items they take (14, 17 and the rest)."""
+    M, N = 20, 25
     p = make_problem("linear", mode, reduction, 1.0, B=B, M=M, N=N, penalties="item",
                      lengths=True, seed=5)
     p.lengths_a[10:20], p.lengths_b[10:20] = M, N

@@ -1,5 +1,5 @@
-"""The CUDA backend's scaled forward (ops/cuda/scaled.cuh): the short pairs' linear forward
-without grad at t > 0 (B > 1024, M <= 32), evaluated in probability space, each row's values
+"""The CUDA backend's scaled forward (ops/cuda/scaled.cuh): the linear forward without grad at
+t > 0 of items one stripe tall (M <= 32), evaluated in probability space, each row's values
 with an exponent of their own; the items it refuses are swept again in log space by the same
 warp. Against the CPU backend in float64: temperatures from 0.05 to 100 (at 0.05 every item is
 refused), long rows (the exponents move by thousands), whole chunks inside the items (no
@@ -21,6 +21,17 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 ENDS = [("local", "max"), ("local", "soft"), ("global", "max")]
 END_IDS = ["-".join(e) for e in ENDS]
 
+# The scaled forward's two shapes (striped_launch.cuh's with_shape): B > 1024 takes a quarter warp
+# an item, four rows a lane; B <= 1024 a warp an item, a row a lane, whose lanes reach column 0
+# over several chunks. `batch(B)` is a test's B in the first, or 700 items in the second.
+SHAPES = {"quarter_warps": None, "warps": 700}
+
+
+@pytest.fixture(params=list(SHAPES))
+def batch(request):
+    few = SHAPES[request.param]
+    return lambda many: many if few is None else few
+
 
 def forward(p, device, dtype):
     q = p.on(device, dtype)
@@ -37,29 +48,29 @@ def assert_matches_cpu(p):
 
 @pytest.mark.parametrize("t", [0.05, 0.25, 1.0, 4.0, 100.0])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_forward_matches_cpu(end, t):
-    p = make_problem("linear", *end, t, B=1500, M=32, N=29, penalties="item", lengths=True,
+def test_scaled_forward_matches_cpu(end, t, batch):
+    p = make_problem("linear", *end, t, B=batch(1500), M=32, N=29, penalties="item", lengths=True,
                      seed=int(10 * t))
     assert_matches_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_forward_whole_chunks_inside(end):
-    """No lengths: every chunk of a warp's four items lies inside them (the sweep without the
+def test_scaled_forward_whole_chunks_inside(end, batch):
+    """No lengths: every chunk of a warp's items lies inside them (the sweep without the
     borders' checks)."""
-    p = make_problem("linear", *end, 1.0, B=2000, M=32, N=40, penalties="item", seed=4)
+    p = make_problem("linear", *end, 1.0, B=batch(2000), M=32, N=40, penalties="item", seed=4)
     assert_matches_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_forward_long_rows(end):
+def test_scaled_forward_long_rows(end, batch):
     """1000 columns at t = 0.2: the global values fall by about 7000 powers of two along a row,
     the local ones rise and fall back with each alignment. The tolerance (0.03 at global scores
     near -980) is below t ln 2 = 0.139 (a power of two of Z lost) and above the CPU's float32
     rounding (0.013 at most). At 3000 columns float32 itself is off by up to 0.107 there (the
     error grows as N^2), too close to a power of two to tell them apart."""
-    p = make_problem("linear", *end, 0.2, B=1100, M=9, N=1000, penalties="item", lengths=True,
-                     seed=3)
+    p = make_problem("linear", *end, 0.2, B=batch(1100), M=9, N=1000, penalties="item",
+                     lengths=True, seed=3)
     p.scores += 0.3  # longer alignments: local values that rise far
     got = forward(p, "cuda", torch.float32)
     want = forward(p, "cpu", torch.float64)
@@ -75,12 +86,12 @@ def diagonal(S, end_i, end_j, cells, log2_total):
 
 @pytest.mark.parametrize("reduction", ["max", "soft"])
 @pytest.mark.parametrize("case", ["peak_then_rise", "rows_far_below_the_top"])
-def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction):
+def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction, batch):
     """A row's values 2^126 below its end's running maximum at a chunk's start, then back near
     2^127 within the chunk (its cells must still count in the end), and a row whose end sits
     2^127 below the lane's top exponent but holds a sum near 2^127 (it must still count when the
     lane's rows merge). Found by a review's emulation of the kernel: both were dropped before."""
-    B, M, N = 1100, 16, 64
+    B, M, N = batch(1100), 16, 64
     p = make_problem("linear", "local", reduction, 1.0, B=B, M=M, N=N, seed=0)
     p.gap_open = -4.0
     p.scores.fill_(-3.0)
@@ -95,23 +106,23 @@ def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_forward_paying_gaps(end):
+def test_scaled_forward_paying_gaps(end, batch):
     """Gap penalties about +2 at t = 0.5 (G > 1: values grow along every row, also past a short
     item's last column, beside items of 32 columns in the same warps)."""
-    p = make_problem("linear", *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
+    p = make_problem("linear", *end, 0.5, B=batch(1500), M=32, N=32, penalties="item", lengths=True,
                      seed=11)
     p.gap_open = p.gap_open + 3.0
     assert_matches_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_forward_refused_items(end):
-    got = assert_matches_cpu(problem_with_refusals(*end))
+def test_scaled_forward_refused_items(end, batch):
+    got = assert_matches_cpu(problem_with_refusals(*end, B=batch(1500)))
     assert torch.isnan(got[12])  # and every other item as the CPU has it
 
 
-def test_scaled_forward_repeats_bit_for_bit():
-    p = make_problem("linear", "local", "soft", 0.5, B=3000, M=32, N=32, penalties="item",
+def test_scaled_forward_repeats_bit_for_bit(batch):
+    p = make_problem("linear", "local", "soft", 0.5, B=batch(3000), M=32, N=32, penalties="item",
                      lengths=True, seed=9).on("cuda", torch.float32)
     with torch.no_grad():
         runs = [softalign.smith_waterman(p.scores, **p.kwargs()) for _ in range(3)]
@@ -127,7 +138,7 @@ os.environ["SOFTALIGN_CUDA_LOG_SPACE"] = "1"  # before the first call, which rea
 import torch
 import softalign
 from problems import make_problem, problem_with_refusals
-p = make_problem("linear", "local", "soft", 0.5, B=1500, M=32, N=29, penalties="item",
+p = make_problem("linear", "local", "soft", 0.5, B={B}, M=32, N=29, penalties="item",
                  lengths=True, seed=1).on("cuda", torch.float32)
 with torch.no_grad():
     torch.save(softalign.smith_waterman(p.scores, **p.kwargs()).cpu(), {out!r})
@@ -135,14 +146,15 @@ with torch.no_grad():
 
 
 @pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
-def test_log_space_only_keeps_the_log_space_forward(tmp_path):
+def test_log_space_only_keeps_the_log_space_forward(tmp_path, batch):
     """SOFTALIGN_CUDA_LOG_SPACE=1 sends the same call to the log-space forward: it must agree
     with the scaled one to float32 rounding, and differ from it in some bits (so that the
-    variable is seen to act)."""
+    variable is seen to act, and the call is seen to take the scaled forward)."""
     out = tmp_path / "log_space.pt"
-    run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out)))
+    B = batch(1500)
+    run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out), B=B))
     log_space = torch.load(out)
-    p = make_problem("linear", "local", "soft", 0.5, B=1500, M=32, N=29, penalties="item",
+    p = make_problem("linear", "local", "soft", 0.5, B=B, M=32, N=29, penalties="item",
                      lengths=True, seed=1)
     scaled = forward(p, "cuda", torch.float32).cpu()
     torch.testing.assert_close(scaled, log_space, rtol=2e-4, atol=2e-4)

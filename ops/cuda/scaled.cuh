@@ -1,4 +1,5 @@
-// The short pairs' linear forward without grad at t > 0, in probability space
+// The linear forward without grad at t > 0 of items one stripe tall (M <= 32: a quarter warp an
+// item with 4 rows a lane, or, B <= 1024, a warp an item with a row a lane), in probability space
 // (notes/scaled-forward-plan.md): the same cells on the same lanes, tiles and steps as the
 // striped forward (stripes.cuh), each evaluated as Z = exp(H / t) rather than as H. SPEC's cell
 //   H = smax_t(0 [local], H_diag + s, H_up + g, H_left + g)
@@ -42,6 +43,7 @@ namespace softalign {
 namespace stripes {
 namespace scaled {
 
+constexpr int kSteps = 8;          // steps per chunk (a renormalisation each)
 constexpr int kGapBound = 12;      // |g| log2(e) / t at most
 constexpr int kFactorBound = 120;  // k_above - k at most
 constexpr float kTiny = 0x1p-100f;  // a global score's Z(m, n) at least
@@ -75,14 +77,17 @@ __device__ __forceinline__ float log_space(float z, int k, float t) {
 // result does not depend on which other items share the batch).
 template <int G>
 __device__ __forceinline__ unsigned groups_where(bool bad) {
-  static_assert(G < 32, "several groups a warp");
   const unsigned lanes = __ballot_sync(kFullMask, bad);
-  unsigned groups = 0;
+  if constexpr (G == 32) {
+    return lanes != 0u;
+  } else {
+    unsigned groups = 0;
 #pragma unroll
-  for (int g = 0; g < 32 / G; ++g) {
-    if ((lanes >> (g * G)) & ((1u << G) - 1u)) groups |= 1u << g;
+    for (int g = 0; g < 32 / G; ++g) {
+      if ((lanes >> (g * G)) & ((1u << G) - 1u)) groups |= 1u << g;
+    }
+    return groups;
   }
-  return groups;
 }
 
 // A lane's R rows between steps (probability space): row r's value at the column just done is
@@ -182,7 +187,7 @@ struct KeepCells {
 // steps at a time, the next chunk's loading while this one is swept.
 template <int G, int R>
 struct TileScores {
-  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  using Sw = Sweep<false, G, R, kSteps>;
   float* warp_smem;
   const float* scores;
   int m, n, l, grp;
@@ -281,7 +286,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
                                       float scale, float t, int steps, int l,
                                       Rows<R, is_local(kEnds)>& rows, bool& bad,
                                       float& final_value, bool& has_final, Keep& keep) {
-  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  using Sw = Sweep<false, G, R, kSteps>;
   constexpr int kW = Sw::kW;
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
@@ -350,7 +355,9 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           // same times as G (u + old), within the noise; the fused kernel's tests ran with both.)
           float z = r == 0 ? fmaf(gap, u + old, rest)
                            : fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
-          if (!kInside) z = j == 0 ? column_zero[r] : z;
+          // Column 0, and before it (with G > kW, lanes reach column 0 over several chunks), the
+          // boundary: a z of [1, 2) that keeps the row's k.
+          if (!kInside) z = j <= 0 ? column_zero[r] : z;
           if constexpr (kLocal) {
             const float mine = z * rows.to_acc[r];
             const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
@@ -406,15 +413,18 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
 template <int G, int R, Ends kEnds>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
-  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  using Sw = Sweep<false, G, R, kSteps>;
   using Sh = typename Sw::Sh;
   constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
-  static_assert(!Sh::kStacked, "items of one stripe");
-  static_assert(G <= kW, "every lane meets column 0 in the first chunk, before a k changes");
   static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
   static_assert(kW * kGapBound <= 96, "no cell of a chunk below 2^-96 (the top of the file)");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
-  __shared__ float smem[kWarpsPerBlock][Sh::kWarpFloats];
+  // The warp's shared memory: this sweep's tiles, or the log-space sweep's (forward_unit, chunks
+  // of forward_chunk_steps) for the items it refuses. Items of one stripe (the host's Geometry).
+  using LogSh = typename Sweep<false, G, R, forward_chunk_steps(false, G)>::Sh;
+  constexpr int kSmemFloats =
+      Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
+  __shared__ float smem[kWarpsPerBlock][kSmemFloats];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp

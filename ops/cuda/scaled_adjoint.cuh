@@ -39,7 +39,7 @@ namespace scaled {
 // write-out took half of the kernel's 620 us at (65536, 32^2)).
 template <int G, int R>
 struct Fused {
-  using Sw = Sweep<false, G, R, forward_chunk_steps(false, G)>;
+  using Sw = Sweep<false, G, R, kSteps>;
   using Sh = typename Sw::Sh;
   static constexpr int kChunks = (kKeepCols + G + Sw::kW - 1) / Sw::kW;
   static constexpr int kScoreFloats = Sh::kGroups * kDenseItem;

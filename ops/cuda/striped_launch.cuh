@@ -119,10 +119,12 @@ struct Launch {
 
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
-    // The short pairs' linear shape at t > 0: in probability space (scaled.cuh; the items it
-    // refuses in log space, by the same warps). H200 figures: notes (session 20).
-    if constexpr (!kAffine && G < 32) {
-      if (view.config.temperature > 0.f && !log_space_only()) {
+    // The linear model at t > 0, items of one stripe: in probability space (scaled.cuh; the items
+    // it refuses in log space, by the same warps). H200 figures: notes (sessions 20 and 25). Not
+    // items of several stripes: passing rows between stripes made that sweep slower than log
+    // space's (session 25, notes/scaled-long-plan.md).
+    if constexpr (!kAffine && (G < 32 || R == 1)) {
+      if (view.config.temperature > 0.f && geo.stripes == 1 && !log_space_only()) {
         with_ends(view.config, [&](auto ends) {
           stripes::scaled::forward_kernel<G, R, decltype(ends)::value>
               <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(

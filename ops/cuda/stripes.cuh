@@ -717,7 +717,7 @@ struct Sweep {
       // The reader of row a kRowStep + lr (the lane that sweeps it, row / R) and its row there
       // (row % R) are constants per a, plus lr's share: with one row per lane all of it in the
       // reader, else (kRowStep = 2, R even) all of it in the row.
-      static_assert(G <= kW || (kRowStep == 2 && (R == 1 || R % 2 == 0)), "rows of a lane's reader");
+      static_assert(G <= kW || R == 1 || (kRowStep == 2 && R % 2 == 0), "rows of a lane's reader");
       const int lr = G <= kW ? 0 : l / kW, lc = G <= kW ? l : l % kW;
       const int j_lane = k * kW + lc;  // the column, less (b G - reader)
       const int rows_left = m - i0 - lr;  // the item's rows from the lane's first on
