@@ -1,7 +1,7 @@
 """The CUDA backend's scaled forward (ops/cuda/scaled.cuh): the linear forward without grad at
-t > 0 of items one stripe tall (M <= 32), evaluated in probability space, each row's values
-with an exponent of their own; the items it refuses are swept again in log space by the same
-warp. Against the CPU backend in float64: temperatures from 0.05 to 100 (at 0.05 every item is
+t > 0, evaluated in probability space, each row's values with an exponent of their own; the
+items it refuses are swept again in log space (items one stripe tall, M <= 32: by the same warp;
+items of several stripes, a warp a stripe: by a second launch). Against the CPU backend in float64: temperatures from 0.05 to 100 (at 0.05 every item is
 refused), long rows (the exponents move by thousands), whole chunks inside the items (no
 lengths), rows whose values fall and rise again by more than float's range, and items built to
 be refused (exp(s / t) past float's range, NaN and +inf scores, gaps whose exp(g / t) vanishes)
@@ -130,6 +130,83 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
         assert torch.equal(again, runs[0])
 
 
+# Items of several stripes (M > 32, a warp a stripe of 32 rows): each stripe hands its last row
+# to the stripe below through the ring, as H; a stripe that refuses its item flags it, and a
+# log-space forward takes the whole item again. With lengths, items of one stripe among them.
+# The host takes this forward only for calls of at least 4 warps an SM (striped_launch.cuh), 528
+# on an H200: each call below has 640 (B times the stripes of M).
+STACKED = dict(B=128, M=150, N=260)
+
+
+@pytest.mark.parametrize("t", [0.1, 0.5, 2.0, 20.0])
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_matches_cpu(end, t):
+    """At t = 0.1 (|g| / t past kGapBound) every item is refused: the second launch alone."""
+    p = make_problem("linear", *end, t, **STACKED, penalties="item", lengths=True,
+                     seed=int(10 * t))
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_long_rows(end):
+    """Ten stripes of 700 columns at t = 0.2: the exponents of global rows fall by thousands,
+    and each stripe's lane 0 takes the row above from H far outside any float's range of Z."""
+    p = make_problem("linear", *end, 0.2, B=64, M=310, N=700, penalties="item", seed=5)
+    p.scores += 0.3
+    got = forward(p, "cuda", torch.float32)
+    want = forward(p, "cpu", torch.float64)
+    torch.testing.assert_close(got.cpu().double(), want, rtol=3e-5, atol=2e-3)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_paying_gaps(end):
+    p = make_problem("linear", *end, 0.5, **STACKED, penalties="item", lengths=True, seed=12)
+    p.gap_open = p.gap_open + 3.0
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_last_stripe_partly_outside(end):
+    """The last stripe holds the item's last 8 rows and 24 rows below it, whose cells (scores 0
+    in the tile) must reach no end, in the chunks inside the item's columns too: with scores of
+    -4 they would outgrow every cell of the item."""
+    p = make_problem("linear", *end, 1.0, B=320, M=40, N=120, penalties="item", seed=4)
+    p.scores = 0.1 * p.scores - 4.0
+    assert_matches_cpu(p)
+
+
+def stacked_with_refusals(mode, reduction):
+    """Items refused in one stripe only (1-3), among items taken (the others)."""
+    p = make_problem("linear", mode, reduction, 1.0, **STACKED, penalties="item", seed=7)
+    p.scores[1, 70, 5] = math.nan     # the third stripe
+    p.scores[2, 40:, :] = 40.0        # past float's range within a step, from the second
+    p.scores[3, 149, 259] = math.inf  # the last stripe's last cell
+    return p
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_refused_items(end):
+    """Each refused item is taken again whole, and the items beside them keep their own results,
+    bit for bit those of a batch without refusals (SPEC)."""
+    p = stacked_with_refusals(*end)
+    got = assert_matches_cpu(p)
+    assert torch.isnan(got[1]) and got[3] == math.inf
+    plain = stacked_with_refusals(*end)
+    plain.scores[1:4] = torch.randn(3, STACKED["M"], STACKED["N"], dtype=torch.float64)
+    again = forward(plain, "cuda", torch.float32)
+    taken = [0, *range(4, STACKED["B"])]
+    assert torch.equal(again[taken], got[taken])
+
+
+def test_scaled_stacked_forward_repeats_bit_for_bit():
+    p = make_problem("linear", "local", "soft", 0.5, **STACKED, penalties="item", lengths=True,
+                     seed=9).on("cuda", torch.float32)
+    with torch.no_grad():
+        runs = [softalign.smith_waterman(p.scores, **p.kwargs()) for _ in range(3)]
+    for again in runs[1:]:
+        assert torch.equal(again, runs[0])
+
+
 LOG_SPACE_ONLY = """
 import os
 import sys
@@ -138,24 +215,39 @@ os.environ["SOFTALIGN_CUDA_LOG_SPACE"] = "1"  # before the first call, which rea
 import torch
 import softalign
 from problems import make_problem, problem_with_refusals
-p = make_problem("linear", "local", "soft", 0.5, B={B}, M=32, N=29, penalties="item",
-                 lengths=True, seed=1).on("cuda", torch.float32)
+p = make_problem("linear", "local", "soft", 0.5, penalties="item", lengths=True, seed=1,
+                 **{shape!r}).on("cuda", torch.float32)
 with torch.no_grad():
     torch.save(softalign.smith_waterman(p.scores, **p.kwargs()).cpu(), {out!r})
 """
 
 
-@pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
-def test_log_space_only_keeps_the_log_space_forward(tmp_path, batch):
-    """SOFTALIGN_CUDA_LOG_SPACE=1 sends the same call to the log-space forward: it must agree
-    with the scaled one to float32 rounding, and differ from it in some bits (so that the
-    variable is seen to act, and the call is seen to take the scaled forward)."""
+def scaled_and_log_space(tmp_path, shape):
+    """One call's scores from the scaled forward and, in a fresh process with
+    SOFTALIGN_CUDA_LOG_SPACE=1, from the log-space one; they must agree to float32 rounding."""
     out = tmp_path / "log_space.pt"
-    B = batch(1500)
-    run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out), B=B))
+    run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out),
+                                               shape=shape))
     log_space = torch.load(out)
-    p = make_problem("linear", "local", "soft", 0.5, B=B, M=32, N=29, penalties="item",
-                     lengths=True, seed=1)
+    p = make_problem("linear", "local", "soft", 0.5, penalties="item", lengths=True, seed=1,
+                     **shape)
     scaled = forward(p, "cuda", torch.float32).cpu()
     torch.testing.assert_close(scaled, log_space, rtol=2e-4, atol=2e-4)
+    return scaled, log_space
+
+
+@pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
+def test_log_space_only_keeps_the_log_space_forward(tmp_path, batch):
+    """SOFTALIGN_CUDA_LOG_SPACE=1 sends the same call to the log-space forward, whose bits differ
+    in some items (so that the variable is seen to act, and the call is seen to take the scaled
+    forward)."""
+    scaled, log_space = scaled_and_log_space(tmp_path, dict(B=batch(1500), M=32, N=29))
     assert not torch.equal(scaled, log_space)
+
+
+@pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
+def test_log_space_only_keeps_the_stacked_forward_too(tmp_path):
+    """Items of several stripes: most of them differ in some bits, so that they are seen to be
+    taken, not refused (a refused item is the log-space forward's, bit for bit)."""
+    scaled, log_space = scaled_and_log_space(tmp_path, STACKED)
+    assert int((scaled != log_space).sum()) > STACKED["B"] // 2

@@ -1,7 +1,9 @@
-// The linear forward without grad at t > 0 of items one stripe tall (M <= 32: a quarter warp an
-// item with 4 rows a lane, or, B <= 1024, a warp an item with a row a lane), in probability space
-// (notes/scaled-forward-plan.md): the same cells on the same lanes, tiles and steps as the
-// striped forward (stripes.cuh), each evaluated as Z = exp(H / t) rather than as H. SPEC's cell
+// The linear forward without grad at t > 0 in probability space (notes/scaled-forward-plan.md):
+// of items one stripe tall (M <= 32: a quarter warp an item with 4 rows a lane, or, B <= 1024, a
+// warp an item with a row a lane), and of items of several stripes (a warp a stripe of 32 rows,
+// when the call gives the chip enough warps: striped_launch.cuh). The same cells on the same
+// lanes, tiles and steps as the striped forward (stripes.cuh), each evaluated as Z = exp(H / t)
+// rather than as H. SPEC's cell
 //   H = smax_t(0 [local], H_diag + s, H_up + g, H_left + g)
 // is then the linear recurrence
 //   Z = 1 [local] + E Z_diag + G (Z_up + Z_left),   E = exp(s / t), G = exp(g / t):
@@ -20,8 +22,9 @@
 //
 // What it refuses. Every cell is a sum of products of non-negative floats, so rounding stays
 // relative (about an ulp a term) while no value overflows, no factor between rows is clamped
-// and no value that matters underflows. An item is refused, and swept again in log space by the
-// same warp (stripes.cuh's forward_unit, on the same tiles) when:
+// and no value that matters underflows. An item is refused, and swept again in log space (by the
+// same warp, stripes.cuh's forward_unit on the same tiles; items of several stripes by a second
+// launch) when:
 //  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
 //    local cell is in the end. So +inf and NaN scores, and scores that take a value past
@@ -190,12 +193,12 @@ struct TileScores {
   using Sw = Sweep<false, G, R, kSteps>;
   float* warp_smem;
   const float* scores;
-  int m, n, l, grp;
+  int m, n, l, grp, i0;  // i0: the stripe's rows are i0 + 1 .. i0 + G R
   int64_t N;
   float* tile = nullptr;
 
   __device__ void load(int kk) const {
-    Sw::load_scores(warp_smem, grp, scores, m, n, l, 0, kk, N, Sw::chunk_inside(m, n, 0, kk));
+    Sw::load_scores(warp_smem, grp, scores, m, n, l, i0, kk, N, Sw::chunk_inside(m, n, i0, kk));
   }
   __device__ void first() const { load(0); }
   __device__ void begin_chunk(int kk, bool next) {
@@ -278,20 +281,75 @@ struct DenseScores {
   }
 };
 
+// Which rows of its item a sweep takes. OneStripe: all of them (the short pairs' shapes).
+// StackedStripe: one stripe of an item of several (a warp an item, G = 32; stripes.cuh's
+// "Stripes"), its neighbours' rows passed through the ring as the log-space stripes pass them, as
+// H, a chunk's columns at a time, column q by lane q: a chunk costs the warp one load, one exp2
+// and one lg2 and the shuffles to and from lanes 0 and G - 1. H200 (session 26), kernel times
+// against lane 0 taking 8 entries and lane 31 leaving one a step, both converted by the whole
+// warp: (8, 8192^2) 3.27 -> 2.79 ms, (256, 256^2) 105 -> 91 us, (32, 1024^2) 307 -> 290 us,
+// (1, 4096^2) 1.085 -> 1.081 ms. Lane 31 leaving its 8 at the chunk's end made (1, 4096^2) 1.27 ms.
+struct OneStripe {
+  static constexpr int i0 = 0;
+};
+struct StackedStripe {
+  int i0;                   // the stripe's rows are i0 + 1 .. i0 + 32 R
+  const RingEntry* in;      // the slot the stripe above writes; null for the first stripe
+  RingEntry* out;           // this stripe's slot
+  bool leaves_row;          // a stripe below reads this one's last row
+  unsigned tag;             // of this stripe's entries (the stripe above's: tag - 1)
+  int lane;                 // lane q < kW takes and leaves column q of each chunk's columns
+  RingEntry word = 0;       // the entry of this lane's column of the next chunk, as loaded
+
+  // Starts loading column c0 + lane of the row above (lanes below kW of a stripe below the first;
+  // columns past n too: the host pads the ring).
+  template <int kW>
+  __device__ void request(int c0) {
+    if (in != nullptr && lane < kW) {
+      asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(in + c0 + lane));
+    }
+  }
+  // The value of column c0 + lane (requested before), once every lane's entry up to column n
+  // carries the stripe above's tag.
+  template <int kW>
+  __device__ float take(int c0, int n) {
+    const bool mine = in != nullptr && lane < kW && c0 + lane <= n;
+    bool stale = mine && ring_tag(word) != tag - 1;
+    while (__any_sync(kFullMask, stale)) {
+      if (stale) word = ring_load(in + c0 + lane);
+      stale = mine && ring_tag(word) != tag - 1;
+    }
+    return ring_value(word);
+  }
+};
+
 // The sweep of a warp's items (the striped forward's cells, lanes, tiles and steps) in
 // probability space: leaves each lane's rows (their ends, local) in `rows`, global the value at
 // (m, n) in `final_value` of the lane that has it; sets `bad` where the item is refused.
-template <int G, int R, Ends kEnds, class Scores, class Keep>
+template <int G, int R, Ends kEnds, class Scores, class Keep, class Stripe>
 __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, float gap,
                                       float scale, float t, int steps, int l,
                                       Rows<R, is_local(kEnds)>& rows, bool& bad,
-                                      float& final_value, bool& has_final, Keep& keep) {
+                                      float& final_value, bool& has_final, Keep& keep,
+                                      Stripe& stripe) {
   using Sw = Sweep<false, G, R, kSteps>;
   constexpr int kW = Sw::kW;
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
-  const int first_row = l * R + 1;
-  const int rows_inside = min(max(m - l * R, 0), R);
+  constexpr bool kStacked = std::is_same_v<Stripe, StackedStripe>;
+  static_assert(!kStacked || (G == 32 && !kKeeps), "a warp per item, nothing kept");
+  const int first_row = stripe.i0 + l * R + 1;
+  const int rows_inside = min(max(m - stripe.i0 - l * R, 0), R);
+  // A stripe below the first: lane 0's row above from the ring, a chunk's columns at the
+  // chunk's start, the next chunk's requested then.
+  static_assert(!kStacked || kW <= G, "a lane for each of a chunk's columns");
+  bool reads_ring = false;
+  [[maybe_unused]] float above_ring[kW];  // lane 0's row above at this chunk's columns, its scale
+  [[maybe_unused]] float last_row[kW];    // lane G - 1's last row at this chunk's steps, z
+  if constexpr (kStacked) {
+    reads_ring = stripe.in != nullptr && l == 0;
+    stripe.template request<kW>(0);
+  }
   const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
   float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
 #pragma unroll
@@ -325,21 +383,37 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     // Lane 0's row above is DP row 0: at column j0 - 1, 2^0 (local) or
     // 2^((j0 - 1) g log2(e) / t).
     const int k_row0 = kLocal ? 0 : int(floorf(float(j0 - 1) * gap_c));
-    bad |= cells_ahead && rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
+    bad |= cells_ahead && !reads_ring &&
+           rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
+    if constexpr (kStacked) {
+      // This chunk's columns of the row above as H (lane q: column kk kW + q), brought to row
+      // 0's scale, then to lane 0; the value at the chunk's first column (lane 0's) gets the
+      // check a lane above gets (clamped: -inf, and NaN, which the ends refuse anyway).
+      const float h = stripe.template take<kW>(kk * kW, n);
+      stripe.template request<kW>((kk + 1) * kW);
+      const int k_lane0 = __shfl_sync(kFullMask, rows.k[0], 0);
+      const float first = floorf(h * scale) - float(rows.k[0]);
+      bad |= reads_ring && cells_ahead &&
+             rows.loses(int(fminf(fmaxf(first, -1e6f), 1e6f)), rows.k[0], below);
+      const float mine = dp::device::ex2(fmaf(h, scale, -float(k_lane0)));
+#pragma unroll
+      for (int w = 0; w < kW; ++w) above_ring[w] = __shfl_sync(kFullMask, mine, w);
+    }
     const float row0_local = rows.one[0];
     float gap_above[R];  // G times the factor from the row above
 #pragma unroll
     for (int r = 0; r < R; ++r) gap_above[r] = gap * rows.from_above[r];
     src.wait(kk, next);
     __syncwarp();  // and every lane's copies
-    const bool interior = Sw::chunk_inside(m, n, 0, kk);
+    const bool interior = Sw::chunk_inside(m, n, stripe.i0, kk);
     const auto sweep_chunk = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
 #pragma unroll
       for (int w = 0; w < kW; ++w) {
         const int j = j0 + w;  // this lane's column at this step
-        const float row0 =
+        float row0 =
             kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
+        if constexpr (kStacked) row0 = reads_ring ? above_ring[w] : row0;
         const float u = l == 0 ? row0 : up * from_lane_above;  // row 0's above, its scale
         float d = rows.diag;
         rows.diag = u;
@@ -355,7 +429,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           // same times as G (u + old), within the noise; the fused kernel's tests ran with both.)
           float z = r == 0 ? fmaf(gap, u + old, rest)
                            : fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
-          // Column 0, and before it (with G > kW, lanes reach column 0 over several chunks), the
+          // Column 0, and before it (a lane G > kW reaches column 0 after the first chunk), the
           // boundary: a z of [1, 2) that keeps the row's k.
           if (!kInside) z = j <= 0 ? column_zero[r] : z;
           if constexpr (kLocal) {
@@ -373,7 +447,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           if (r + 1 < R) d = old * rows.from_above[r + 1];
         }
         if constexpr (!kLocal) {  // SPEC: the value at (m, n)
-          if (j == n && m > l * R && m <= l * R + R) {
+          if (j == n && m >= first_row && m < first_row + R) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
               if (first_row + r == m) {
@@ -384,6 +458,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
             has_final = true;
           }
         }
+        if constexpr (kStacked) last_row[w] = rows.z[R - 1];
         up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
       }
     };
@@ -391,6 +466,22 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
       sweep_chunk(std::true_type{});
     } else {
       sweep_chunk(std::false_type{});
+    }
+    if constexpr (kStacked) {
+      // The chunk's last row (lane G - 1's, at its columns kk kW - (G - 1) + q, in the k it kept
+      // through the chunk) as H for the stripe below, column q by lane q. The shuffles outside
+      // any branch: inside one the compiler emulates them (WARPSYNC.COLLECTIVE), slowly.
+      float mine = 0.f;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        const float z = __shfl_sync(kFullMask, last_row[w], G - 1);
+        mine = stripe.lane == w ? z : mine;
+      }
+      const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
+      const int j = kk * kW - (G - 1) + stripe.lane;
+      if (stripe.leaves_row && stripe.lane < kW && j >= 0 && j <= n) {
+        ring_put(stripe.out + j, log_space(mine, k_last, t), stripe.tag);
+      }
     }
   }
 }
@@ -410,45 +501,54 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
   return total;
 }
 
-template <int G, int R, Ends kEnds>
+// Items of one stripe (geo.stripes = 1): the warp sweeps the items it refuses again, in log
+// space. kStacked, items of several stripes (G = 32, a warp a stripe; the stripes below have read
+// this one's ring, so it cannot redo its own): a stripe that refuses flags every unit of its item
+// in `redo` (zeroed by the host), which a log-space forward then takes (Workspace::only_units).
+template <int G, int R, Ends kEnds, bool kStacked>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score) {
+    forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score,
+                   int* redo) {
   using Sw = Sweep<false, G, R, kSteps>;
   using Sh = typename Sw::Sh;
-  constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
+  constexpr int kW = Sw::kW, kGroups = Sh::kGroups, kRows = Sh::kRows;
   static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
   static_assert(kW * kGapBound <= 96, "no cell of a chunk below 2^-96 (the top of the file)");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  static_assert(!kStacked || Sh::kStacked, "items of several stripes: a warp an item");
+  using Stripe = std::conditional_t<kStacked, StackedStripe, OneStripe>;
   // The warp's shared memory: this sweep's tiles, or the log-space sweep's (forward_unit, chunks
-  // of forward_chunk_steps) for the items it refuses. Items of one stripe (the host's Geometry).
+  // of forward_chunk_steps) for the items of one stripe it refuses.
   using LogSh = typename Sweep<false, G, R, forward_chunk_steps(false, G)>::Sh;
-  constexpr int kSmemFloats =
-      Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
+  constexpr int kSmemFloats = Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
   __shared__ float smem[kWarpsPerBlock][kSmemFloats];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int grp = lane_id / G, l = lane_id % G;
   const int64_t unit = unit_of_warp(warp, ws);
-  const int64_t b = unit * kGroups + grp;
+  const int stripe_index = int(unit % geo.stripes);
+  const int64_t b = (unit / geo.stripes) * kGroups + grp;
+  const int i0 = stripe_index * kRows;
   dp::Config<float> c = v.config;
   c.local = kLocal;  // a constant from here on
   const float t = c.temperature, scale = dp::device::exp2_scale(t);  // exp(x / t) = exp2(x scale)
   const int64_t N = v.N;
 
   dp::Item<float> it;
-  int m = 0, n = 0;
+  int m = 0, n = 0, item_stripes = 0;
   float gap_c = 0.f;  // g log2(e) / t
   bool bad = false;
   if (b < B) {
     it = v.item(b);
+    item_stripes = (it.m + kRows - 1) / kRows;
     if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
-      if (l == 0) forward_boundary_item<false>(it, b, c, ws, score);
-    } else {
+      if (stripe_index == 0 && l == 0) forward_boundary_item<false>(it, b, c, ws, score);
+    } else if (stripe_index < item_stripes) {
       m = it.m;
       n = it.n;
       gap_c = it.open.at(1, 1) * scale;
-      bad = !(fabsf(gap_c) <= float(kGapBound));  // NaN too
+      bad = !(fabsf(gap_c) <= float(kGapBound));  // NaN too (every stripe of the item alike)
       gap_c = bad ? 0.f : gap_c;
     }
   }
@@ -460,17 +560,29 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
   float* const warp_smem = &smem[warp][0];
   // What the sweep gives the items it keeps: global, t ln Z(m, n) in the lane of row m;
-  // local, the item's score.
-  float final_value = 0.f, local_score = 0.f;
+  // local, the lanes' end.
+  float final_value = 0.f;
   bool has_final = false;
+  End end;
   // A warp of only such items (or empty ones) skips the sweep, its set-up and its ends, and goes
   // straight to the log-space sweep: at low temperatures, whole batches.
   if (steps > 0) {
-    Rows<R, kLocal> rows(l * R + 1, gap_c);
+    Rows<R, kLocal> rows(i0 + l * R + 1, gap_c);
     KeepNothing keep;
-    TileScores<G, R> src{warp_smem, scores, m, n, l, grp, N};
+    TileScores<G, R> src{warp_smem, scores, m, n, l, grp, i0, N};
+    Stripe stripe{};
+    if constexpr (kStacked) {
+      const bool reads_row = stripe_index > 0;
+      const unsigned tag = stripe_index + 1;  // the stripe above wrote `stripe_index`
+      stripe.i0 = i0;
+      stripe.in = reads_row ? ring_slot<1>(ws, geo, b, (stripe_index + 1) % 2) : nullptr;
+      stripe.lane = l;
+      stripe.out = ring_slot<1>(ws, geo, b, stripe_index % 2);
+      stripe.leaves_row = stripe_index + 1 < item_stripes;
+      stripe.tag = tag;
+    }
     sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value,
-                       has_final, keep);
+                       has_final, keep, stripe);
 
     if constexpr (kLocal) {
       // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
@@ -478,31 +590,42 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       int top;
       const float total = rows_total<R, kSoft>(rows, top);
       bad |= !(total < INFINITY);  // NaN too
-      End end;  // a lane with no cells inside: best 0, soft sum 0
-      end.soft_sum = 0.f;
+      end.soft_sum = 0.f;  // a lane with no cells inside: best 0, soft sum 0
       if (total > 0.f) {
         const float best = log_space(total, top, t);
         end.best = kSoft ? best : fmaxf(best, 0.f);
         end.soft_sum = 1.f;
       }
-      if (kSoft && l == 0) {
+      if (kSoft && l == 0 && stripe_index == 0) {
         End empty;  // best 0, soft sum 1
         empty.merge(end, c, kSoft);
         end = empty;
       }
       end.merge_group<G>(c, kSoft);
-      local_score = end.score(c, kSoft);
     }
   }
 
-  // A group refuses its item if any of its lanes did; the warp then sweeps the refused items
-  // again, in log space (the striped forward's sweep, on the same shared memory).
+  // A group refuses its item if any of its lanes did.
   const unsigned refused = groups_where<G>(bad);
+  if constexpr (kStacked) {
+    // The stripes of an item leave their ends whether or not it is refused (its last stripe
+    // waits for them); the log-space forward then writes over a refused item's score.
+    if (kLocal && steps > 0 && m > 0 && l == 0) {
+      item_end<false>(end, b, stripe_index, item_stripes, n, c, kSoft, geo, ws, score);
+    }
+    if (!kLocal && has_final) score[b] = final_value;
+    if (refused != 0 && lane_id == 0) {
+      for (int s = 0; s < item_stripes; ++s) redo[(unit / geo.stripes) * geo.stripes + s] = 1;
+    }
+    return;
+  }
   if (!(refused >> grp & 1u)) {
-    if (kLocal && m > 0 && l == 0) score[b] = local_score;
+    if (kLocal && m > 0 && l == 0) score[b] = end.score(c, kSoft);
     if (!kLocal && has_final) score[b] = final_value;
   }
   if (refused != 0) {
+    // The warp sweeps the refused items again, in log space (the striped forward's sweep, on the
+    // same shared memory).
     __syncwarp();  // every lane is done with the tiles
     stripes::forward_unit<false, G, R, false, kEnds>(v, B, geo, ws, score, warp_smem, unit,
                                                      refused);

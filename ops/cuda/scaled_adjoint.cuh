@@ -135,8 +135,9 @@ __global__ void __launch_bounds__(32)
   float final_value = 0.f;
   bool has_final = false;
   DenseScores src{dense + (first_row - 1) * kKeepCols};
+  OneStripe stripe;
   sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value, has_final,
-                     keep);
+                     keep, stripe);
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // short items: slabs the sweep never read
 
   // The score, and where the reverse starts: the end cell (i*, j*) and 1 / z there (global, local

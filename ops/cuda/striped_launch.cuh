@@ -114,22 +114,52 @@ struct Launch {
       C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0));
       return std::max(blocks, 1);
     }();
-    return int64_t(per_sm) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    return int64_t(per_sm) * multiprocessors();
   }
+
+  static int64_t multiprocessors() {
+    return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  }
+
+  // Items of several stripes take the scaled forward when the call gives every SM at least this
+  // many warps. H200 (session 26, kernel times against log space, t = 1): with 8 warps an SM or
+  // more its cheaper cell wins, (8, 8192^2) 2.79 vs 3.32 ms, (256, 256^2) 90.5 vs 104.7 us,
+  // (32, 1024^2) 290 vs 302 us; with about one warp an SM (128 warps) each stripe's step is bound
+  // by its latency, which the chunks' renormalisation and ring hand-over lengthen, and it loses,
+  // (1, 4096^2) 1.08 vs 1.06 ms, (64, 64, 4096) 413 vs 397 us.
+  static constexpr int kStackedScaledWarpsPerSm = 4;
 
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
-    // The linear model at t > 0, items of one stripe: in probability space (scaled.cuh; the items
-    // it refuses in log space, by the same warps). H200 figures: notes (sessions 20 and 25). Not
-    // items of several stripes: passing rows between stripes made that sweep slower than log
-    // space's (session 25, notes/scaled-long-plan.md).
+    // The linear model at t > 0: in probability space (scaled.cuh; H200 figures: notes, sessions
+    // 20, 25 and 26). The items it refuses go to log space: by the same warps where items are one
+    // stripe, else by a second launch over the items flagged in `redo`, with a workspace of its
+    // own (a fresh ring, progress counters and ticket).
     if constexpr (!kAffine && (G < 32 || R == 1)) {
-      if (view.config.temperature > 0.f && geo.stripes == 1 && !log_space_only()) {
+      if (view.config.temperature > 0.f && !log_space_only() &&
+          (geo.stripes == 1 || geo.units >= kStackedScaledWarpsPerSm * multiprocessors())) {
+        const auto stream = at::cuda::getCurrentCUDAStream();
+        at::Tensor redo;
+        if (geo.stripes > 1) redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+        int* const redo_units = geo.stripes > 1 ? redo.data_ptr<int>() : nullptr;
         with_ends(view.config, [&](auto ends) {
-          stripes::scaled::forward_kernel<G, R, decltype(ends)::value>
-              <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                  view, B, geo, ws, score.data_ptr<float>());
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
+          constexpr stripes::Ends kEnds = decltype(ends)::value;
+          if (redo_units == nullptr) {
+            stripes::scaled::forward_kernel<G, R, kEnds, false><<<blocks(), kThreads, 0, stream>>>(
+                view, B, geo, ws, score.data_ptr<float>(), nullptr);
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            return;
+          }
+          if constexpr (Sh::kStacked) {
+            stripes::scaled::forward_kernel<G, R, kEnds, true><<<blocks(), kThreads, 0, stream>>>(
+                view, B, geo, ws, score.data_ptr<float>(), redo_units);
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            stripes::Workspace again = workspaces(false)[0];
+            again.only_units = redo_units;
+            stripes::forward_kernel<false, G, R, false, kEnds><<<blocks(), kThreads, 0, stream>>>(
+                view, B, geo, again, score.data_ptr<float>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          }
         });
         return;
       }

@@ -790,6 +790,40 @@ struct Sweep {
   }
 };
 
+// A stripe's local end (SPEC "Score"; the stripe's lanes merged), by one lane: an item of one
+// stripe has its score (kSave: and its end, for the adjoint's seed); else each stripe leaves its
+// end and the item's last stripe merges them in stripe order, waiting for each.
+template <bool kSave>
+__device__ __forceinline__ void item_end(const End& end, int64_t b, int stripe, int item_stripes,
+                                         int n, const dp::Config<float>& c, bool soft,
+                                         const Geometry& geo, const Workspace& ws, float* score) {
+  if (item_stripes == 1) {
+    score[b] = end.score(c, soft);
+    if (kSave) end.store(ws.ends + b * 4);
+    return;
+  }
+  end.store(ws.stripe_ends + (b * geo.stripes + stripe) * 4);
+  publish(ws.progress + b * geo.stripes + stripe, n + 2);
+  if (stripe != item_stripes - 1) return;
+  End total;
+  for (int s = 0; s < item_stripes; ++s) {
+    wait_for(ws.progress + b * geo.stripes + s, n + 2);
+    End part;
+    const float* q = ws.stripe_ends + (b * geo.stripes + s) * 4;
+    part.best = __ldcg(q);
+    part.soft_sum = __ldcg(q + 1);
+    part.i = int(__ldcg(q + 2));
+    part.j = int(__ldcg(q + 3));
+    if (s == 0) {
+      total = part;
+    } else {
+      total.merge(part, c, soft);
+    }
+  }
+  score[b] = total.score(c, soft);
+  if (kSave) total.store(ws.ends + b * 4);
+}
+
 // An item of only boundaries (m = 0 or n = 0): the general sweep's forward, by the calling lane,
 // its table in the item's scratch; stores the score and returns the local end.
 template <bool kAffine>
@@ -851,8 +885,6 @@ __device__ __forceinline__ void forward_unit(const ProblemView<float>& v, int64_
   // The next stripe reads a row (never in the short pairs' shapes: Shape::kStacked).
   const bool leaves_row = Sh::kStacked && m > 0 && stripe + 1 < item_stripes;
   const bool reads_row = m > 0 && stripe > 0;
-  const bool piped = ws.progress != nullptr;
-  int* progress = piped ? ws.progress + b * geo.stripes + stripe : nullptr;
   RingEntry* ring_out = m > 0 ? ring_slot<kStates>(ws, geo, b, stripe % 2) : nullptr;
   const RingEntry* ring_in = reads_row ? ring_slot<kStates>(ws, geo, b, (stripe + 1) % 2) : nullptr;
   const unsigned tag = stripe + 1;  // of this stripe's entries; the stripe above wrote `stripe`
@@ -1042,34 +1074,7 @@ __device__ __forceinline__ void forward_unit(const ProblemView<float>& v, int64_
   if constexpr (is_local(kEnds)) {
     end.merge_group<G>(c, soft);
     if (m > 0 && l == 0) {
-      if (item_stripes == 1) {
-        score[b] = end.score(c, soft);
-        if (kSave) end.store(ws.ends + b * 4);
-      } else {
-        // Each stripe leaves its end; the last one merges them in stripe order.
-        end.store(ws.stripe_ends + (b * geo.stripes + stripe) * 4);
-        publish(progress, n + 2);
-        if (stripe == item_stripes - 1) {
-          End total;
-          for (int s = 0; s < item_stripes; ++s) {
-            const int* p = ws.progress + b * geo.stripes + s;
-            wait_for(p, n + 2);
-            End part;
-            const float* q = ws.stripe_ends + (b * geo.stripes + s) * 4;
-            part.best = __ldcg(q);
-            part.soft_sum = __ldcg(q + 1);
-            part.i = int(__ldcg(q + 2));
-            part.j = int(__ldcg(q + 3));
-            if (s == 0) {
-              total = part;
-            } else {
-              total.merge(part, c, soft);
-            }
-          }
-          score[b] = total.score(c, soft);
-          if (kSave) total.store(ws.ends + b * 4);
-        }
-      }
+      item_end<kSave>(end, b, stripe, item_stripes, n, c, soft, geo, ws, score);
     }
   } else if (has_final) {
     score[b] = final_value;
