@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Where a long pair's stripes spend their time: the long linear forward (t = 1, gap -1) of a
 library built with per-stripe printfs (notes/scaled-long-ring-stats.patch, on top of
-notes/scaled-long-stacked.patch, both for `git apply` on e5a3815): item 0's stripes print their
-start and end %globaltimer and their RingStream's takes, stale takes (prefetched entries not
-yet tagged), reloads and clock64 cycles spent in take(). Prints, per case, in probability space
-and (SOFTALIGN_CUDA_LOG_SPACE=1) in log space: the lag between consecutive stripes' ends, the
-stale takes, the time waiting, and a few stripes' figures (session 25's call 4).
+`git show 5974dc8:notes/scaled-long-stacked.patch`, both for `git apply` on e5a3815): item 0's
+stripes print their start and end %globaltimer and their RingStream's takes, stale takes
+(prefetched entries not yet tagged), reloads and clock64 cycles spent in take(). Prints, per
+case, in probability space and (SOFTALIGN_CUDA_LOG_SPACE=1) in log space: the lag between
+consecutive stripes' ends, the stale takes, the time waiting, and a few stripes' figures
+(session 25's call 4; session 26's call 2 with the chunk-end write).
 
     SOFTALIGN_LIBRARY=build-libs/stats.so PYTHONPATH=python python3 tools/ring_stats.py
 """
