@@ -1,11 +1,12 @@
 """The CUDA backend's scaled forward (ops/cuda/scaled.cuh): the linear forward without grad at
 t > 0, evaluated in probability space, each row's values with an exponent of their own; the
 items it refuses are swept again in log space (items one stripe tall, M <= 32: by the same warp;
-items of several stripes, a warp a stripe: by a second launch). Against the CPU backend in float64: temperatures from 0.05 to 100 (at 0.05 every item is
-refused), long rows (the exponents move by thousands), whole chunks inside the items (no
-lengths), rows whose values fall and rise again by more than float's range, and items built to
-be refused (exp(s / t) past float's range, NaN and +inf scores, gaps whose exp(g / t) vanishes)
-among items it takes, so that each sweep must write its own items and only those."""
+items of several stripes, a warp a stripe: by a second launch). Against the CPU backend in
+float64: temperatures from 0.05 to 100 (at 0.05 every item is refused), long rows (the exponents
+move by thousands), whole chunks inside the items (no lengths), rows whose values fall and rise
+again by more than float's range, and items built to be refused (exp(s / t) past float's range,
+NaN and +inf scores, gaps whose exp(g / t) vanishes) among items it takes, so that each sweep
+must write its own items and only those."""
 import math
 import os
 

@@ -429,7 +429,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           // same times as G (u + old), within the noise; the fused kernel's tests ran with both.)
           float z = r == 0 ? fmaf(gap, u + old, rest)
                            : fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
-          // Column 0, and before it (a lane G > kW reaches column 0 after the first chunk), the
+          // Column 0, and before it (with G > kW, lanes reach column 0 over several chunks), the
           // boundary: a z of [1, 2) that keeps the row's k.
           if (!kInside) z = j <= 0 ? column_zero[r] : z;
           if constexpr (kLocal) {
@@ -520,7 +520,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // The warp's shared memory: this sweep's tiles, or the log-space sweep's (forward_unit, chunks
   // of forward_chunk_steps) for the items of one stripe it refuses.
   using LogSh = typename Sweep<false, G, R, forward_chunk_steps(false, G)>::Sh;
-  constexpr int kSmemFloats = Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
+  constexpr int kSmemFloats =
+      Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
   __shared__ float smem[kWarpsPerBlock][kSmemFloats];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
