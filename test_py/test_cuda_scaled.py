@@ -134,9 +134,9 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
 # Items of several stripes (M > 32, a warp a stripe of 32 rows): each stripe hands its last row
 # to the stripe below through the ring, as H; a stripe that refuses its item flags it, and a
 # log-space forward takes the whole item again. With lengths, items of one stripe among them.
-# The host takes this forward only for calls of at least 4 warps an SM (striped_launch.cuh), 528
-# on an H200: each call below has 640 (B times the stripes of M).
-STACKED = dict(B=128, M=150, N=260)
+# The host takes this forward only for calls of at least 9 warps an SM (striped_launch.cuh), 1188
+# on an H200: each call below has 1280 (B times the stripes of M).
+STACKED = dict(B=256, M=150, N=260)
 
 
 @pytest.mark.parametrize("t", [0.1, 0.5, 2.0, 20.0])
@@ -152,7 +152,7 @@ def test_scaled_stacked_forward_matches_cpu(end, t):
 def test_scaled_stacked_forward_long_rows(end):
     """Ten stripes of 700 columns at t = 0.2: the exponents of global rows fall by thousands,
     and each stripe's lane 0 takes the row above from H far outside any float's range of Z."""
-    p = make_problem("linear", *end, 0.2, B=64, M=310, N=700, penalties="item", seed=5)
+    p = make_problem("linear", *end, 0.2, B=128, M=310, N=700, penalties="item", seed=5)
     p.scores += 0.3
     got = forward(p, "cuda", torch.float32)
     want = forward(p, "cpu", torch.float64)
@@ -171,7 +171,7 @@ def test_scaled_stacked_forward_last_stripe_partly_outside(end):
     """The last stripe holds the item's last 8 rows and 24 rows below it, whose cells (scores 0
     in the tile) must reach no end, in the chunks inside the item's columns too: with scores of
     -4 they would outgrow every cell of the item."""
-    p = make_problem("linear", *end, 1.0, B=320, M=40, N=120, penalties="item", seed=4)
+    p = make_problem("linear", *end, 1.0, B=640, M=40, N=120, penalties="item", seed=4)
     p.scores = 0.1 * p.scores - 4.0
     assert_matches_cpu(p)
 

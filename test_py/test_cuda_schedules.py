@@ -111,6 +111,29 @@ def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
         p.scores[2002, 0, N - 1] = math.inf
         p.lengths_a[1001:2003] = M
         p.lengths_b[1001:2003] = N
+    assert_forward_without_grad_matches_cpu(p)
+
+
+# Long pairs, forward without grad (a warp a stripe of 32 rows; log space: too few warps for the
+# scaled forward, or t = 0). A block's warps take consecutive stripes and hand their rows over in
+# shared memory, the last warp of a block through the ring (stripes.cuh, BlockHandoff): blocks
+# that end inside an item and items that end inside a block (lengths: their stripes differ),
+# rows of many rounds of the block's slots (N = 700), and n + 32 a multiple of 16 (N = 96 without
+# lengths: the last column's entry is written after the steps).
+LONG = [(3, 300, 130), (1, 1100, 33), (2, 200, 700), (6, 70, 96)]
+
+
+@pytest.mark.parametrize("lengths", [True, False], ids=["lengths", "whole"])
+@pytest.mark.parametrize("end", ENDS, ids=["-".join(map(str, e)) for e in ENDS])
+@pytest.mark.parametrize("shape", LONG, ids=["x".join(map(str, s)) for s in LONG])
+def test_cuda_long_forward_without_grad_matches_cpu(shape, end, lengths):
+    B, M, N = shape
+    p = make_problem("linear", *end, B=B, M=M, N=N, penalties="item", lengths=lengths, seed=M + N)
+    assert_forward_without_grad_matches_cpu(p)
+
+
+def assert_forward_without_grad_matches_cpu(p):
+    """CUDA's forward without grad against the CPU's, and again bit for bit."""
     cpu, cuda = p.on("cpu", torch.float32), p.on("cuda", torch.float32)
     with torch.no_grad():
         want = softalign.smith_waterman(cpu.scores, **cpu.kwargs())

@@ -122,12 +122,14 @@ struct Launch {
   }
 
   // Items of several stripes take the scaled forward when the call gives every SM at least this
-  // many warps. H200 (session 26, kernel times against log space, t = 1): with 8 warps an SM or
-  // more its cheaper cell wins, (8, 8192^2) 2.79 vs 3.32 ms, (256, 256^2) 90.5 vs 104.7 us,
-  // (32, 1024^2) 290 vs 302 us; with about one warp an SM (128 warps) each stripe's step is bound
-  // by its latency, which the chunks' renormalisation and ring hand-over lengthen, and it loses,
-  // (1, 4096^2) 1.08 vs 1.06 ms, (64, 64, 4096) 413 vs 397 us.
-  static constexpr int kStackedScaledWarpsPerSm = 4;
+  // many warps. H200 kernel times, scaled against log space, t = 1 (session 27 call 6,
+  // tools/long_forward_kernels.py, 132 SMs): with 1536 warps or more its cheaper cell wins, (48,
+  // 1024^2) 322 vs 345 us, (64, 1024^2) 354 vs 424 us, (256, 256^2) 98 vs 108 us, (8, 8192^2)
+  // 2.80 vs 3.34 ms; at 1024 it ties, (32, 1024^2) 297 vs 299 us, (64, 512^2) 152 vs 149 us;
+  // with fewer, each stripe's step is bound by its latency, which the chunks' renormalisation
+  // and ring hand-over lengthen, and it loses, (24, 1024^2) 295 vs 291 us, (16, 1024^2) 278 vs
+  // 263 us, (1, 4096^2) 1.09 vs 1.02 ms. At the tie log space is taken: no second launch.
+  static constexpr int kStackedScaledWarpsPerSm = 9;
 
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
