@@ -122,7 +122,7 @@ struct Launch {
   }
 
   // Items of several stripes take the scaled forward when the call gives every SM at least this
-  // many warps. H200 kernel times, scaled against log space, t = 1 (session 27 call 6,
+  // many warps. H200 kernel times, scaled against log space, t = 1 (session 27 call 8,
   // tools/long_forward_kernels.py, 132 SMs): with 1536 warps or more its cheaper cell wins, (48,
   // 1024^2) 322 vs 345 us, (64, 1024^2) 354 vs 424 us, (256, 256^2) 98 vs 108 us, (8, 8192^2)
   // 2.80 vs 3.34 ms; at 1024 it ties, (32, 1024^2) 297 vs 299 us, (64, 512^2) 152 vs 149 us;
