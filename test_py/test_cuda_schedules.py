@@ -115,11 +115,9 @@ def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
 
 
 # Long pairs, forward without grad (a warp a stripe of 32 rows; log space: too few warps for the
-# scaled forward, or t = 0). A block's warps take consecutive stripes and hand their rows over in
-# shared memory, the last warp of a block through the ring (stripes.cuh, BlockHandoff): blocks
-# that end inside an item and items that end inside a block (lengths: their stripes differ),
-# rows of many rounds of the block's slots (N = 700), and n + 32 a multiple of 16 (N = 96 without
-# lengths: the last column's entry is written after the steps).
+# scaled forward, or t = 0): each stripe streams the row above from the ring (stripes.cuh,
+# RingStream). Items of different stripe counts in one call (lengths), rows of 700 columns, and
+# n + 32 a multiple of 16 (N = 96 without lengths: the stripes' steps end with a whole chunk).
 LONG = [(3, 300, 130), (1, 1100, 33), (2, 200, 700), (6, 70, 96)]
 
 
