@@ -114,19 +114,21 @@ def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
     assert_forward_without_grad_matches_cpu(p)
 
 
-# Long pairs, forward without grad (a warp a stripe of 32 rows; log space: too few warps for the
-# scaled forward, or t = 0): each stripe streams the row above from the ring (stripes.cuh,
-# RingStream). Items of different stripe counts in one call (lengths), rows of 700 columns, and
-# n + 32 a multiple of 16 (N = 96 without lengths: the stripes' steps end with a whole chunk).
+# Long pairs, forward without grad (a warp a stripe of 32 rows; linear in log space: too few warps
+# for the scaled forward, or t = 0): each stripe streams the row above from the ring (stripes.cuh,
+# RingStream; affine, three planes of it). Items of different stripe counts in one call (lengths),
+# rows of 700 columns, N + 1 odd and even (the ring's planes aligned or not), and n + 32 a multiple
+# of 16 (N = 96 without lengths: the stripes' steps end with a whole chunk).
 LONG = [(3, 300, 130), (1, 1100, 33), (2, 200, 700), (6, 70, 96)]
 
 
 @pytest.mark.parametrize("lengths", [True, False], ids=["lengths", "whole"])
 @pytest.mark.parametrize("end", ENDS, ids=["-".join(map(str, e)) for e in ENDS])
 @pytest.mark.parametrize("shape", LONG, ids=["x".join(map(str, s)) for s in LONG])
-def test_cuda_long_forward_without_grad_matches_cpu(shape, end, lengths):
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_long_forward_without_grad_matches_cpu(model, shape, end, lengths):
     B, M, N = shape
-    p = make_problem("linear", *end, B=B, M=M, N=N, penalties="item", lengths=lengths, seed=M + N)
+    p = make_problem(model, *end, B=B, M=M, N=N, penalties="item", lengths=lengths, seed=M + N)
     assert_forward_without_grad_matches_cpu(p)
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""The long pairs' linear forward without grad: the device time of its kernels per call (the
-median of --reps profiled calls, each call's kernels summed), per shape, for the library that
-SOFTALIGN_LIBRARY names. Run it once as is and once with SOFTALIGN_CUDA_LOG_SPACE=1 to set the
-scaled forward against log space (striped_launch.cuh's kStackedScaledWarpsPerSm); run it for two
-libraries to compare them. A shape's warps (items x stripes of 32 rows) are printed beside it.
+"""The long pairs' forward without grad (linear, or --affine): the device time of its kernels per
+call (the median of --reps profiled calls, each call's kernels summed), per shape, for the library
+that SOFTALIGN_LIBRARY names. Run it once as is and once with SOFTALIGN_CUDA_LOG_SPACE=1 to set
+the scaled forward against log space (striped_launch.cuh's kStackedScaledWarpsPerSm); run it for
+two libraries to compare them. A shape's warps (items x stripes of 32 rows) are printed beside it.
 
     SOFTALIGN_LIBRARY=build-cuda/libsoftalign.so python3 tools/long_forward_kernels.py \
-        [--t 1.0] [--reps 5] [B,M,N ...]
+        [--t 1.0] [--affine] [--reps 5] [B,M,N ...]
 """
 import argparse
 import statistics
@@ -28,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=SHAPES)
     ap.add_argument("--t", type=float, default=1.0, help="temperature")
+    ap.add_argument("--affine", action="store_true", help="affine gaps (open -1, extend -0.5)")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     softalign.load_library()
@@ -35,7 +36,8 @@ def main():
         shape = tuple(int(x) for x in text.split(","))
         torch.manual_seed(0)
         S = torch.randn(*shape, device="cuda")
-        call = lambda: softalign.smith_waterman(S, gap_open=-1.0, temperature=args.t)  # noqa: E731
+        gaps = dict(gap_open=-1.0, gap_extend=-0.5 if args.affine else None)
+        call = lambda: softalign.smith_waterman(S, **gaps, temperature=args.t)  # noqa: E731
         us = statistics.median(sum(kernels_us(call).values()) for _ in range(args.reps))
         warps = shape[0] * -(-shape[1] // 32)
         print(f"{str(shape):18} warps {warps:5}  kernels {us:9.1f} us  "
