@@ -112,7 +112,7 @@ def test_scaled_forward_paying_gaps(end, batch):
     item's last column, beside items of 32 columns in the same warps)."""
     p = make_problem("linear", *end, 0.5, B=batch(1500), M=32, N=32, penalties="item", lengths=True,
                      seed=11)
-    p.gap_open = p.gap_open + 3.0
+    p.gap_open = p.gap_open + 2.5  # 1.5 .. 1.8: within gap_bound with chunks of 16 steps too
     assert_matches_cpu(p)
 
 
@@ -134,25 +134,33 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
 # Items of several stripes (M > 32, a warp a stripe of 32 rows): each stripe hands its last row
 # to the stripe below through the ring, as H; a stripe that refuses its item flags it, and a
 # log-space forward takes the whole item again. With lengths, items of one stripe among them.
-# The host takes this forward only for calls of at least 9 warps an SM (striped_launch.cuh), 1188
-# on an H200: each call below has 1280 (B times the stripes of M).
+# The host takes this forward at temperatures from 0.5 on (scaled.cuh's kLongStepsMinTemperature;
+# chunks of 16 steps), and log space below: t = 0.45 here is the log-space forward's.
 STACKED = dict(B=256, M=150, N=260)
 
 
-@pytest.mark.parametrize("t", [0.1, 0.5, 2.0, 20.0])
+@pytest.mark.parametrize("t", [0.45, 0.5, 2.0, 20.0])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_stacked_forward_matches_cpu(end, t):
-    """At t = 0.1 (|g| / t past kGapBound) every item is refused: the second launch alone."""
     p = make_problem("linear", *end, t, **STACKED, penalties="item", lengths=True,
                      seed=int(10 * t))
     assert_matches_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_gaps_refused(end):
+    """Gaps of about -4 at t = 0.5: |g| log2(e) / t past gap_bound (6 with chunks of 16 steps),
+    so every item is refused without a step of its own: the second launch alone."""
+    p = make_problem("linear", *end, 0.5, **STACKED, penalties="item", lengths=True, seed=13)
+    p.gap_open = p.gap_open - 3.0
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_stacked_forward_long_rows(end):
-    """Ten stripes of 700 columns at t = 0.2: the exponents of global rows fall by thousands,
+    """Ten stripes of 700 columns at t = 0.5: the exponents of global rows fall by thousands,
     and each stripe's lane 0 takes the row above from H far outside any float's range of Z."""
-    p = make_problem("linear", *end, 0.2, B=128, M=310, N=700, penalties="item", seed=5)
+    p = make_problem("linear", *end, 0.5, B=128, M=310, N=700, penalties="item", seed=5)
     p.scores += 0.3
     got = forward(p, "cuda", torch.float32)
     want = forward(p, "cpu", torch.float64)
@@ -162,7 +170,7 @@ def test_scaled_stacked_forward_long_rows(end):
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_stacked_forward_paying_gaps(end):
     p = make_problem("linear", *end, 0.5, **STACKED, penalties="item", lengths=True, seed=12)
-    p.gap_open = p.gap_open + 3.0
+    p.gap_open = p.gap_open + 2.5  # 1.5 .. 1.8: within gap_bound with chunks of 16 steps too
     assert_matches_cpu(p)
 
 

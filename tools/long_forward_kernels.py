@@ -2,8 +2,8 @@
 """The long pairs' forward without grad (linear, or --affine): the device time of its kernels per
 call (the median of --reps profiled calls, each call's kernels summed), per shape, for the library
 that SOFTALIGN_LIBRARY names. Run it once as is and once with SOFTALIGN_CUDA_LOG_SPACE=1 to set
-the scaled forward against log space (striped_launch.cuh's kStackedScaledWarpsPerSm); run it for
-two libraries to compare them. A shape's warps (items x stripes of 32 rows) are printed beside it.
+the scaled forward against log space (striped_launch.cuh's choice); run it for two libraries to
+compare them. A shape's warps (items x stripes of 32 rows) are printed beside it.
 
     SOFTALIGN_LIBRARY=build-cuda/libsoftalign.so python3 tools/long_forward_kernels.py \
         [--t 1.0] [--affine] [--reps 5] [B,M,N ...]

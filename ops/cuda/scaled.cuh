@@ -29,8 +29,9 @@
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
 //    local cell is in the end. So +inf and NaN scores, and scores that take a value past
 //    float's range within one chunk (a rise of 2^128 in 8 columns), are refused, by the ends.
-//  - |g| log2(e) / t is beyond kGapBound: a value falls by at most G a column, so with z >= 1
-//    at a chunk's start no cell of the chunk is below 2^(-kW kGapBound) = 2^-96.
+//  - |g| log2(e) / t is beyond gap_bound(kW) (12 with chunks of 8 steps, 6 with 16): a value
+//    falls by at most G a column, so with z >= 1 at a chunk's start no cell of the chunk is
+//    below 2^(-kW gap_bound) = 2^-96.
 //  - two rows' exponents drift so far apart that their factor would be clamped, or that the
 //    row above's values could fall out of float's normal range in this row's scale before the
 //    chunk ends (Rows::loses), or the first step's diagonal is below float's normal range.
@@ -46,8 +47,19 @@ namespace softalign {
 namespace stripes {
 namespace scaled {
 
-constexpr int kSteps = 8;          // steps per chunk (a renormalisation each)
-constexpr int kGapBound = 12;      // |g| log2(e) / t at most
+// Steps per chunk (a renormalisation, a tile of scores and, items of several stripes, a ring
+// hand-over each): kSteps, or kLongSteps in the kernels of a warp an item or a stripe at
+// temperatures from kLongStepsMinTemperature on (striped_launch.cuh). With one warp a scheduler
+// the chunk's boundary, 3-4 times the instructions of its steps (Nsight Compute, session 28: 360
+// against 85 in the stacked kernel, 180 against 85 with one stripe), sets the step's time; longer
+// chunks halve it, but leave each row less room to rise before the next renormalisation (2^128 in
+// kW columns) and allow less of a gap (gap_bound).
+constexpr int kSteps = 8;
+constexpr int kLongSteps = 16;
+constexpr float kLongStepsMinTemperature = 0.5f;
+// |g| log2(e) / t at most, with chunks of `steps` steps.
+__host__ __device__ constexpr int gap_bound(int steps) { return 96 / steps; }
+constexpr int kGapBound = gap_bound(kSteps);
 constexpr int kFactorBound = 120;  // k_above - k at most
 constexpr float kTiny = 0x1p-100f;  // a global score's Z(m, n) at least
 
@@ -188,9 +200,10 @@ struct KeepCells {
 
 // Where a sweep reads each cell's score. TileScores: the striped forward's tiles, a chunk of
 // steps at a time, the next chunk's loading while this one is swept.
-template <int G, int R>
+template <int G, int R, int kChunk = kSteps>
 struct TileScores {
-  using Sw = Sweep<false, G, R, kSteps>;
+  static constexpr int kStepsPerChunk = kChunk;
+  using Sw = Sweep<false, G, R, kChunk>;
   float* warp_smem;
   const float* scores;
   int m, n, l, grp, i0;  // i0: the stripe's rows are i0 + 1 .. i0 + G R
@@ -218,6 +231,7 @@ struct TileScores {
 // of the sweep waiting for slab kk only; the sweep leaves E in their place.
 constexpr int kDenseItem = 32 * kKeepCols + 8;  // + 8: the groups of a warp on different banks
 struct DenseScores {
+  static constexpr int kStepsPerChunk = kSteps;
   static constexpr int kSlabCols = 8, kSlabs = kKeepCols / kSlabCols;
   float* rows;  // the lane's first row
 
@@ -332,7 +346,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
                                       Rows<R, is_local(kEnds)>& rows, bool& bad,
                                       float& final_value, bool& has_final, Keep& keep,
                                       Stripe& stripe) {
-  using Sw = Sweep<false, G, R, kSteps>;
+  using Sw = Sweep<false, G, R, Scores::kStepsPerChunk>;
   constexpr int kW = Sw::kW;
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
@@ -505,15 +519,16 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
 // space. kStacked, items of several stripes (G = 32, a warp a stripe; the stripes below have read
 // this one's ring, so it cannot redo its own): a stripe that refuses flags every unit of its item
 // in `redo` (zeroed by the host), which a log-space forward then takes (Workspace::only_units).
-template <int G, int R, Ends kEnds, bool kStacked>
+// kChunk: steps per chunk (kSteps or kLongSteps).
+template <int G, int R, Ends kEnds, bool kStacked, int kChunk>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score,
                    int* redo) {
-  using Sw = Sweep<false, G, R, kSteps>;
+  using Sw = Sweep<false, G, R, kChunk>;
   using Sh = typename Sw::Sh;
   constexpr int kW = Sw::kW, kGroups = Sh::kGroups, kRows = Sh::kRows;
   static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
-  static_assert(kW * kGapBound <= 96, "no cell of a chunk below 2^-96 (the top of the file)");
+  static_assert(kW * gap_bound(kW) <= 96, "no cell of a chunk below 2^-96 (the top of the file)");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   static_assert(!kStacked || Sh::kStacked, "items of several stripes: a warp an item");
   using Stripe = std::conditional_t<kStacked, StackedStripe, OneStripe>;
@@ -549,7 +564,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       m = it.m;
       n = it.n;
       gap_c = it.open.at(1, 1) * scale;
-      bad = !(fabsf(gap_c) <= float(kGapBound));  // NaN too (every stripe of the item alike)
+      bad = !(fabsf(gap_c) <= float(gap_bound(kW)));  // NaN too (every stripe of the item alike)
       gap_c = bad ? 0.f : gap_c;
     }
   }
@@ -570,7 +585,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if (steps > 0) {
     Rows<R, kLocal> rows(i0 + l * R + 1, gap_c);
     KeepNothing keep;
-    TileScores<G, R> src{warp_smem, scores, m, n, l, grp, i0, N};
+    TileScores<G, R, kChunk> src{warp_smem, scores, m, n, l, grp, i0, N};
     Stripe stripe{};
     if constexpr (kStacked) {
       const bool reads_row = stripe_index > 0;

@@ -121,16 +121,6 @@ struct Launch {
     return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   }
 
-  // Items of several stripes take the scaled forward when the call gives every SM at least this
-  // many warps. H200 kernel times, scaled against log space, t = 1 (session 27 call 8,
-  // tools/long_forward_kernels.py, 132 SMs): with 1536 warps or more its cheaper cell wins, (48,
-  // 1024^2) 322 vs 345 us, (64, 1024^2) 354 vs 424 us, (256, 256^2) 98 vs 108 us, (8, 8192^2)
-  // 2.80 vs 3.34 ms; at 1024 it ties, (32, 1024^2) 297 vs 299 us, (64, 512^2) 152 vs 149 us;
-  // with fewer, each stripe's step is bound by its latency, which the chunks' renormalisation
-  // and ring hand-over lengthen, and it loses, (24, 1024^2) 295 vs 291 us, (16, 1024^2) 278 vs
-  // 263 us, (1, 4096^2) 1.09 vs 1.02 ms. At the tie log space is taken: no second launch.
-  static constexpr int kStackedScaledWarpsPerSm = 9;
-
   void forward(at::Tensor& score) {
     const stripes::Workspace ws = workspaces(false)[0];
     // The linear model at t > 0: in probability space (scaled.cuh; H200 figures: notes, sessions
@@ -138,22 +128,34 @@ struct Launch {
     // stripe, else by a second launch over the items flagged in `redo`, with a workspace of its
     // own (a fresh ring, progress counters and ticket).
     if constexpr (!kAffine && (G < 32 || R == 1)) {
-      if (view.config.temperature > 0.f && !log_space_only() &&
-          (geo.stripes == 1 || geo.units >= kStackedScaledWarpsPerSm * multiprocessors())) {
+      // A warp an item or a stripe: chunks of scaled::kLongSteps at temperatures from
+      // kLongStepsMinTemperature on, where no item of N(0, 1) scores was seen refused (H200 kernel
+      // times against chunks of 8 steps, session 28 call 3, t = 1: (1, 4096^2) 873 vs 1088 us,
+      // (32, 1024^2) 238 vs 297 us, (8, 8192^2) 2.13 vs 2.80 ms, (1024, 32, 1024) 59 vs 78 us;
+      // t = 0.5 alike). Items of several stripes below that temperature stay in log space: with
+      // chunks of 8 steps, at t = 0.25 the items refused (swept twice) made the scaled forward
+      // cost up to twice log space (session 27, notes/scaled-long-plan.md).
+      const float t = view.config.temperature;
+      const bool long_steps = G == 32 && t >= stripes::scaled::kLongStepsMinTemperature;
+      if (t > 0.f && !log_space_only() && (geo.stripes == 1 || long_steps)) {
         const auto stream = at::cuda::getCurrentCUDAStream();
         at::Tensor redo;
         if (geo.stripes > 1) redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
         int* const redo_units = geo.stripes > 1 ? redo.data_ptr<int>() : nullptr;
         with_ends(view.config, [&](auto ends) {
           constexpr stripes::Ends kEnds = decltype(ends)::value;
+          using stripes::scaled::forward_kernel, stripes::scaled::kLongSteps;
           if (redo_units == nullptr) {
-            stripes::scaled::forward_kernel<G, R, kEnds, false><<<blocks(), kThreads, 0, stream>>>(
+            constexpr auto one_stripe = forward_kernel<G, R, kEnds, false, stripes::scaled::kSteps>;
+            constexpr auto one_stripe_long =
+                forward_kernel<G, R, kEnds, false, G == 32 ? kLongSteps : stripes::scaled::kSteps>;
+            (long_steps ? one_stripe_long : one_stripe)<<<blocks(), kThreads, 0, stream>>>(
                 view, B, geo, ws, score.data_ptr<float>(), nullptr);
             C10_CUDA_KERNEL_LAUNCH_CHECK();
             return;
           }
           if constexpr (Sh::kStacked) {
-            stripes::scaled::forward_kernel<G, R, kEnds, true><<<blocks(), kThreads, 0, stream>>>(
+            forward_kernel<G, R, kEnds, true, kLongSteps><<<blocks(), kThreads, 0, stream>>>(
                 view, B, geo, ws, score.data_ptr<float>(), redo_units);
             C10_CUDA_KERNEL_LAUNCH_CHECK();
             stripes::Workspace again = workspaces(false)[0];
