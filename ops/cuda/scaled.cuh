@@ -28,7 +28,8 @@
 //  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
 //    local cell is in the end. So +inf and NaN scores, and scores that take a value past
-//    float's range within one chunk (a rise of 2^128 in 8 columns), are refused, by the ends.
+//    float's range within one chunk (a rise of 2^128 in its 8 or 16 columns), are refused, by the
+//    ends.
 //  - |g| log2(e) / t is beyond gap_bound(kW) (12 with chunks of 8 steps, 6 with 16): a value
 //    falls by at most G a column, so with z >= 1 at a chunk's start no cell of the chunk is
 //    below 2^(-kW gap_bound) = 2^-96.
