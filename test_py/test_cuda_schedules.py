@@ -114,11 +114,12 @@ def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
     assert_forward_without_grad_matches_cpu(p)
 
 
-# Long pairs, forward without grad (a warp a stripe of 32 rows; linear in log space: too few warps
-# for the scaled forward, or t = 0): each stripe streams the row above from the ring (stripes.cuh,
-# RingStream; affine, three planes of it). Items of different stripe counts in one call (lengths),
-# rows of 700 columns, N + 1 odd and even (the ring's planes aligned or not), and n + 32 a multiple
-# of 16 (N = 96 without lengths: the stripes' steps end with a whole chunk).
+# Long pairs, forward without grad (a warp a stripe of 32 rows): linear at t = 1 in the scaled
+# forward (scaled.cuh, chunks of 16 steps, the ring a chunk's columns at a time) and at t = 0 in
+# log space (stripes.cuh, the ring streamed by RingStream); affine in log space, the ring's three
+# planes a chunk's columns at a time. Items of different stripe counts in one call (lengths), rows
+# of 700 columns, N + 1 odd and even, and n + 32 a multiple of 16 (N = 96 without lengths: the
+# stripes' steps end with a whole chunk).
 LONG = [(3, 300, 130), (1, 1100, 33), (2, 200, 700), (6, 70, 96)]
 
 
