@@ -135,11 +135,12 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
 # to the stripe below through the ring, as H; a stripe that refuses its item flags it, and a
 # log-space forward takes the whole item again. With lengths, items of one stripe among them.
 # The host takes this forward at temperatures from 0.5 on (scaled.cuh's kLongStepsMinTemperature;
-# chunks of 16 steps), and log space below: t = 0.45 here is the log-space forward's.
+# chunks of 16 steps), and log space below: t = 0.45 here is the log-space forward's. Local items
+# take chunks of 32 steps from t = 1 on (kLongestStepsMinTemperature) where their gaps allow.
 STACKED = dict(B=256, M=150, N=260)
 
 
-@pytest.mark.parametrize("t", [0.45, 0.5, 2.0, 20.0])
+@pytest.mark.parametrize("t", [0.45, 0.5, 1.0, 2.0, 20.0])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_stacked_forward_matches_cpu(end, t):
     p = make_problem("linear", *end, t, **STACKED, penalties="item", lengths=True,
@@ -168,9 +169,31 @@ def test_scaled_stacked_forward_long_rows(end):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_paying_gaps(end):
-    p = make_problem("linear", *end, 0.5, **STACKED, penalties="item", lengths=True, seed=12)
-    p.gap_open = p.gap_open + 2.5  # 1.5 .. 1.8: within gap_bound with chunks of 16 steps too
+def test_scaled_stacked_forward_chunks_by_gap(end):
+    """t = 1, every other item with gaps of about -3 (|g| log2(e) / t = 3.9-4.3: beyond
+    gap_bound(32), within gap_bound(16)), the others about -1: local warps take chunks of 32 or
+    16 steps by their item's gap, side by side in one launch."""
+    p = make_problem("linear", *end, 1.0, **STACKED, penalties="item", lengths=True, seed=22)
+    p.gap_open[::2] -= 2.0
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("t", [0.5, 1.0])
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_stacked_forward_paying_gaps(end, t):
+    p = make_problem("linear", *end, t, **STACKED, penalties="item", lengths=True, seed=12)
+    p.gap_open = p.gap_open + 2.5  # 1.5 .. 1.8: within gap_bound with chunks of 32 steps too
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("reduction", ["max", "soft"])
+def test_scaled_stacked_forward_rise_past_a_long_chunk(reduction):
+    """Diagonals of 64 cells rising 4.6 powers of two a cell at t = 1 (2^148 in 32 columns of
+    the rows that cross them, 2^74 in 16): items whose chunks of 32 steps overflow, swept again
+    in log space, beside items of gaps that keep chunks of 16 (odd items, gaps about -3)."""
+    p = make_problem("linear", "local", reduction, 1.0, **STACKED, penalties="item", seed=23)
+    p.gap_open[1::2] -= 2.0
+    diagonal(p.scores[:64], 120, 200, 64, 64 * 4.6)
     assert_matches_cpu(p)
 
 
@@ -224,21 +247,21 @@ os.environ["SOFTALIGN_CUDA_LOG_SPACE"] = "1"  # before the first call, which rea
 import torch
 import softalign
 from problems import make_problem, problem_with_refusals
-p = make_problem("linear", "local", "soft", 0.5, penalties="item", lengths=True, seed=1,
+p = make_problem("linear", "local", "soft", {t!r}, penalties="item", lengths=True, seed=1,
                  **{shape!r}).on("cuda", torch.float32)
 with torch.no_grad():
     torch.save(softalign.smith_waterman(p.scores, **p.kwargs()).cpu(), {out!r})
 """
 
 
-def scaled_and_log_space(tmp_path, shape):
+def scaled_and_log_space(tmp_path, shape, t=0.5):
     """One call's scores from the scaled forward and, in a fresh process with
     SOFTALIGN_CUDA_LOG_SPACE=1, from the log-space one; they must agree to float32 rounding."""
     out = tmp_path / "log_space.pt"
     run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out),
-                                               shape=shape))
+                                               shape=shape, t=t))
     log_space = torch.load(out)
-    p = make_problem("linear", "local", "soft", 0.5, penalties="item", lengths=True, seed=1,
+    p = make_problem("linear", "local", "soft", t, penalties="item", lengths=True, seed=1,
                      **shape)
     scaled = forward(p, "cuda", torch.float32).cpu()
     torch.testing.assert_close(scaled, log_space, rtol=2e-4, atol=2e-4)
@@ -255,8 +278,10 @@ def test_log_space_only_keeps_the_log_space_forward(tmp_path, batch):
 
 
 @pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
-def test_log_space_only_keeps_the_stacked_forward_too(tmp_path):
+@pytest.mark.parametrize("t", [0.5, 1.0])
+def test_log_space_only_keeps_the_stacked_forward_too(tmp_path, t):
     """Items of several stripes: most of them differ in some bits, so that they are seen to be
-    taken, not refused (a refused item is the log-space forward's, bit for bit)."""
-    scaled, log_space = scaled_and_log_space(tmp_path, STACKED)
+    taken, not refused (a refused item is the log-space forward's, bit for bit); at t = 1 in
+    chunks of 32 steps."""
+    scaled, log_space = scaled_and_log_space(tmp_path, STACKED, t)
     assert int((scaled != log_space).sum()) > STACKED["B"] // 2

@@ -28,11 +28,11 @@
 //  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
 //    local cell is in the end. So +inf and NaN scores, and scores that take a value past
-//    float's range within one chunk (a rise of 2^128 in its 8 or 16 columns), are refused, by the
-//    ends.
-//  - |g| log2(e) / t is beyond gap_bound(kW) (12 with chunks of 8 steps, 6 with 16): a value
-//    falls by at most G a column, so with z >= 1 at a chunk's start no cell of the chunk is
-//    below 2^(-kW gap_bound) = 2^-96.
+//    float's range within one chunk (a rise of 2^128 in its 8, 16 or 32 columns), are refused,
+//    by the ends.
+//  - |g| log2(e) / t is beyond gap_bound(kW) (12 with chunks of 8 steps, 6 with 16, 3 with 32):
+//    a value falls by at most G a column, so with z >= 1 at a chunk's start no cell of the chunk
+//    is below 2^(-kW gap_bound) = 2^-96.
 //  - two rows' exponents drift so far apart that their factor would be clamped, or that the
 //    row above's values could fall out of float's normal range in this row's scale before the
 //    chunk ends (Rows::loses), or the first step's diagonal is below float's normal range.
@@ -50,14 +50,21 @@ namespace scaled {
 
 // Steps per chunk (a renormalisation, a tile of scores and, items of several stripes, a ring
 // hand-over each): kSteps, or kLongSteps in the kernels of a warp an item or a stripe at
-// temperatures from kLongStepsMinTemperature on (striped_launch.cuh). With one warp a scheduler
-// the chunk's boundary, 3-4 times the instructions of its steps (Nsight Compute, session 28: 360
-// against 85 in the stacked kernel, 180 against 85 with one stripe), sets the step's time; longer
-// chunks halve it, but leave each row less room to rise before the next renormalisation (2^128 in
-// kW columns) and allow less of a gap (gap_bound).
+// temperatures from kLongStepsMinTemperature on (striped_launch.cuh), and kLongestSteps in the
+// stacked kernels for local items at temperatures from kLongestStepsMinTemperature on whose gaps
+// allow it (the kernel chooses per warp). With one warp a scheduler the chunk's boundary, 3-4 times the instructions
+// of its steps (Nsight Compute, session 28: 360 against 85 in the stacked kernel, 180 against 85
+// with one stripe), sets the step's time; longer chunks cut it, but leave each row less room to
+// rise before the next renormalisation (2^128 in kW columns) and allow less of a gap (gap_bound).
+// Rows' largest rises in kW columns, N(0, 1) scores, gap -1, 256 x 1024 (tools/row_rise.py), in
+// powers of two: local 66-82 (kW = 32, t = 1), 91-142 (kW = 32, t = 0.5), 41-50 (kW = 16, t = 1);
+// global rows rise faster (the paths into a deep row's first columns multiply): 210-223 (kW = 32,
+// t = 1), 120-126 (kW = 16, t = 1). So global items keep chunks of 16.
 constexpr int kSteps = 8;
 constexpr int kLongSteps = 16;
+constexpr int kLongestSteps = 32;
 constexpr float kLongStepsMinTemperature = 0.5f;
+constexpr float kLongestStepsMinTemperature = 1.f;
 // |g| log2(e) / t at most, with chunks of `steps` steps.
 __host__ __device__ constexpr int gap_bound(int steps) { return 96 / steps; }
 constexpr int kGapBound = gap_bound(kSteps);
@@ -520,24 +527,30 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
 // space. kStacked, items of several stripes (G = 32, a warp a stripe; the stripes below have read
 // this one's ring, so it cannot redo its own): a stripe that refuses flags every unit of its item
 // in `redo` (zeroed by the host), which a log-space forward then takes (Workspace::only_units).
-// kChunk: steps per chunk (kSteps or kLongSteps).
-template <int G, int R, Ends kEnds, bool kStacked, int kChunk>
+// kChunk: steps per chunk (kSteps or kLongSteps); a warp whose items all allow it (t at least
+// kLongestStepsMinTemperature, |g| log2(e) / t within gap_bound(kLongChunk)) takes chunks of
+// kLongChunk steps instead.
+template <int G, int R, Ends kEnds, bool kStacked, int kChunk, int kLongChunk = kChunk>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score,
                    int* redo) {
-  using Sw = Sweep<false, G, R, kChunk>;
-  using Sh = typename Sw::Sh;
-  constexpr int kW = Sw::kW, kGroups = Sh::kGroups, kRows = Sh::kRows;
-  static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
-  static_assert(kW * gap_bound(kW) <= 96, "no cell of a chunk below 2^-96 (the top of the file)");
+  using Sh = typename Sweep<false, G, R, kChunk>::Sh;
+  using LongSh = typename Sweep<false, G, R, kLongChunk>::Sh;
+  constexpr int kGroups = Sh::kGroups, kRows = Sh::kRows;
+  static_assert(Sh::kBuffers == 2 && LongSh::kBuffers == 2,
+                "the next chunk's scores load while this one is swept");
+  static_assert(kChunk * gap_bound(kChunk) <= 96 && kLongChunk * gap_bound(kLongChunk) <= 96,
+                "no cell of a chunk below 2^-96 (the top of the file)");
+  static_assert(kLongChunk >= kChunk, "the long chunks take the smaller gaps");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   static_assert(!kStacked || Sh::kStacked, "items of several stripes: a warp an item");
   using Stripe = std::conditional_t<kStacked, StackedStripe, OneStripe>;
-  // The warp's shared memory: this sweep's tiles, or the log-space sweep's (forward_unit, chunks
-  // of forward_chunk_steps) for the items of one stripe it refuses.
+  // The warp's shared memory: this sweep's tiles (of either chunk), or the log-space sweep's
+  // (forward_unit, chunks of forward_chunk_steps) for the items of one stripe it refuses.
   using LogSh = typename Sweep<false, G, R, forward_chunk_steps(false, G)>::Sh;
-  constexpr int kSmemFloats =
-      Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
+  constexpr int kTileFloats =
+      Sh::kWarpFloats > LongSh::kWarpFloats ? Sh::kWarpFloats : LongSh::kWarpFloats;
+  constexpr int kSmemFloats = kTileFloats > LogSh::kWarpFloats ? kTileFloats : LogSh::kWarpFloats;
   __shared__ float smem[kWarpsPerBlock][kSmemFloats];
 
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
@@ -565,10 +578,16 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       m = it.m;
       n = it.n;
       gap_c = it.open.at(1, 1) * scale;
-      bad = !(fabsf(gap_c) <= float(gap_bound(kW)));  // NaN too (every stripe of the item alike)
+      // NaN too (every stripe of the item alike)
+      bad = !(fabsf(gap_c) <= float(gap_bound(kChunk)));
       gap_c = bad ? 0.f : gap_c;
     }
   }
+  // Chunks of kLongChunk steps where every item of the warp allows them (every stripe of an item
+  // alike).
+  const bool long_chunks =
+      kLongChunk > kChunk && t >= kLongestStepsMinTemperature &&
+      __all_sync(kFullMask, fabsf(gap_c) <= float(gap_bound(kLongChunk)));
   const float gap = dp::device::ex2(gap_c);
   const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
   // Items refused by their gap take no steps of their own.
@@ -586,7 +605,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if (steps > 0) {
     Rows<R, kLocal> rows(i0 + l * R + 1, gap_c);
     KeepNothing keep;
-    TileScores<G, R, kChunk> src{warp_smem, scores, m, n, l, grp, i0, N};
     Stripe stripe{};
     if constexpr (kStacked) {
       const bool reads_row = stripe_index > 0;
@@ -598,8 +616,16 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       stripe.leaves_row = stripe_index + 1 < item_stripes;
       stripe.tag = tag;
     }
-    sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value,
-                       has_final, keep, stripe);
+    const auto sweep_in_chunks = [&](auto chunk_constant) {
+      TileScores<G, R, decltype(chunk_constant)::value> src{warp_smem, scores, m, n, l, grp, i0, N};
+      sweep<G, R, kEnds>(src, m, n, gap_c, gap, scale, t, steps, l, rows, bad, final_value,
+                         has_final, keep, stripe);
+    };
+    if (long_chunks) {
+      sweep_in_chunks(std::integral_constant<int, kLongChunk>{});
+    } else {
+      sweep_in_chunks(std::integral_constant<int, kChunk>{});
+    }
 
     if constexpr (kLocal) {
       // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log

@@ -134,7 +134,11 @@ struct Launch {
       // (32, 1024^2) 238 vs 297 us, (8, 8192^2) 2.13 vs 2.80 ms, (1024, 32, 1024) 59 vs 78 us;
       // t = 0.5 alike). Items of several stripes below that temperature stay in log space: with
       // chunks of 8 steps, at t = 0.25 the items refused (swept twice) made the scaled forward
-      // cost up to twice log space (session 27, notes/scaled-long-plan.md).
+      // cost up to twice log space (session 27, notes/scaled-long-plan.md). Local items of several
+      // stripes at t >= 1 take chunks of kLongestSteps where their gaps allow (session 29 call 1,
+      // H200 kernels, t = 1, against 16: (1, 4096^2) 752 vs 875 us, (32, 1024^2) 202 vs 239 us,
+      // (8, 8192^2) 1.97 vs 2.14 ms, (256, 256^2) 72 vs 79 us); not items of one stripe, where it
+      // lost at (1024, 32, 1024) (65 vs 59 us) and won at (128, 32, 4096) (178 vs 194 us).
       const float t = view.config.temperature;
       const bool long_steps = G == 32 && t >= stripes::scaled::kLongStepsMinTemperature;
       if (t > 0.f && !log_space_only() && (geo.stripes == 1 || long_steps)) {
@@ -155,8 +159,13 @@ struct Launch {
             return;
           }
           if constexpr (Sh::kStacked) {
-            forward_kernel<G, R, kEnds, true, kLongSteps><<<blocks(), kThreads, 0, stream>>>(
-                view, B, geo, ws, score.data_ptr<float>(), redo_units);
+            // Local items may take chunks of kLongestSteps (the kernel's choice, per warp): global
+            // rows rise too fast for them (scaled.cuh).
+            constexpr int kLongest =
+                stripes::is_local(kEnds) ? stripes::scaled::kLongestSteps : kLongSteps;
+            forward_kernel<G, R, kEnds, true, kLongSteps, kLongest>
+                <<<blocks(), kThreads, 0, stream>>>(view, B, geo, ws, score.data_ptr<float>(),
+                                                    redo_units);
             C10_CUDA_KERNEL_LAUNCH_CHECK();
             stripes::Workspace again = workspaces(false)[0];
             again.only_units = redo_units;
