@@ -323,11 +323,12 @@ struct StackedStripe {
   int lane;                 // lane q < kW takes and leaves column q of each chunk's columns
   RingEntry word = 0;       // the entry of this lane's column of the next chunk, as loaded
 
-  // Starts loading column c0 + lane of the row above (lanes below kW of a stripe below the first;
-  // columns past n too: the host pads the ring).
+  // Starts loading column c0 + lane of the row above (lanes below kW of a stripe below the first,
+  // columns up to n: the ring's pad, kRingReadPast entries, is shorter than the columns past n
+  // that the last chunks of 32 steps would reach, 32 + 2 kW - 3; memcheck, session 29).
   template <int kW>
-  __device__ void request(int c0) {
-    if (in != nullptr && lane < kW) {
+  __device__ void request(int c0, int n) {
+    if (in != nullptr && lane < kW && c0 + lane <= n) {
       asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(in + c0 + lane));
     }
   }
@@ -370,7 +371,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
   [[maybe_unused]] float last_row[kW];    // lane G - 1's last row at this chunk's steps, z
   if constexpr (kStacked) {
     reads_ring = stripe.in != nullptr && l == 0;
-    stripe.template request<kW>(0);
+    stripe.template request<kW>(0, n);
   }
   const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
   float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
@@ -412,7 +413,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
       // 0's scale, then to lane 0; the value at the chunk's first column (lane 0's) gets the
       // check a lane above gets (clamped: -inf, and NaN, which the ends refuse anyway).
       const float h = stripe.template take<kW>(kk * kW, n);
-      stripe.template request<kW>((kk + 1) * kW);
+      stripe.template request<kW>((kk + 1) * kW, n);
       const int k_lane0 = __shfl_sync(kFullMask, rows.k[0], 0);
       const float first = floorf(h * scale) - float(rows.k[0]);
       bad |= reads_ring && cells_ahead &&
