@@ -667,7 +667,7 @@ struct Sweep {
   // waited for by wait_for_tiles), else writes d S out. kOwnOffsets works out each element's
   // offset on its own, the row offsets below otherwise; only the long pairs' adjoint takes it
   // (the linear one for both ways, the affine one to write d S out). kAllInside: every element
-  // of the chunk lies inside the item (the forwards' interior chunks), no check per element.
+  // of the chunk lies inside the item (interior chunks), no check per element.
   // H200 A/B (session 11, the row offsets also for G = 32, R = 1): the long forwards gained 3-5%
   // ((32, 1024^2) 0.373 -> 0.355 ms) and their registers fell from 72-128 to 54-96, but the long
   // linear adjoint lost 8-10% ((32, 1024^2) 682 -> 740 us, (1, 4096^2) 2497 -> 2752 us), as it
@@ -699,7 +699,19 @@ struct Sweep {
         *at = *slot;
       }
     };
-    if constexpr (kOwnOffsets) {
+    if constexpr (kOwnOffsets && kAllInside) {
+      // Element q lies kRowStep rows below element q - 1 and kRowStep columns to its left, in
+      // the item and in the tile alike: its places are element 0's plus q times a constant, and
+      // nothing is checked.
+      static_assert(G == 32 && R == 1 && G % kW == 0, "one row per lane, a warp per stripe");
+      constexpr int kRowStep = G / kW;
+      const int lr = l / kW, lc = l % kW;  // element 0: row lr of the stripe, step lc
+      float* const at = item + (int64_t(i0 + lr) * N + (k * kW + lc - lr - 1));
+      const int64_t stride = kRowStep * (N - 1);
+      float* const slot = my_tile + tile_at(0, lc, lr);
+#pragma unroll
+      for (int q = 0; q < kW; ++q) move(slot + q * kRowStep, at + q * stride, true);
+    } else if constexpr (kOwnOffsets) {
       static_assert(G == 32 && R == 1, "one row per lane, a warp per stripe");
 #pragma unroll 16
       for (int q = 0; q < R * kW; ++q) {
@@ -1258,20 +1270,30 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // us at (32, 1024^2), 3817 -> 3735 us at (1, 4096^2); the linear one lost 2-4% with them.
   constexpr bool kOwnStoreOffsets = G == 32 && R == 1;
   constexpr bool kOwnLoadOffsets = kOwnStoreOffsets && !kAffine;
-  if (Sh::kBuffers == 2 && steps > 0) {
-    Sw::template move_tile<true, kOwnLoadOffsets>(Sw::tile_of(warp_smem, grp, last_chunk), scores,
-                                              nullptr, m, n, l, i0, last_chunk, N);
-  }
+  // Chunks inside the item (Sweep::chunk_inside: a stripe's all but its first and last few) move
+  // their scores in and d S out without the borders' checks and per-element offsets (about 400
+  // instructions fewer a chunk). H200 kernels (session 31 call 1, two rounds): long linear
+  // adjoints (32, 1024^2) 648 -> 613-619 us, (1, 4096^2) 2340-2356 -> 2234-2254 us, (128, 32,
+  // 4096) 900 -> 821 us; affine (32, 1024^2) 1063 -> 1011-1022 us, (1, 4096^2) 3698 -> 3544 us.
+  const auto load_tile = [&](int kk) {
+    float* const tile = Sw::tile_of(warp_smem, grp, kk);
+    if (Sw::chunk_inside(m, n, i0, kk)) {
+      Sw::template move_tile<true, kOwnLoadOffsets, true>(tile, scores, nullptr, m, n, l, i0, kk,
+                                                          N);
+    } else {
+      Sw::template move_tile<true, kOwnLoadOffsets>(tile, scores, nullptr, m, n, l, i0, kk, N);
+    }
+  };
+  if (Sh::kBuffers == 2 && steps > 0) load_tile(last_chunk);
   for (int k = last_chunk; k >= 0; --k) {
     __syncwarp();  // every lane is done with the chunk before (its d S is out)
     float* const my_tile = Sw::tile_of(warp_smem, grp, k);
     // The scores first, as in the forward (the chunks run backwards here).
     const bool next = k > 0;
     if (Sh::kBuffers == 1) {
-      Sw::template move_tile<true, kOwnLoadOffsets>(my_tile, scores, nullptr, m, n, l, i0, k, N);
+      load_tile(k);
     } else if (next) {
-      Sw::template move_tile<true, kOwnLoadOffsets>(Sw::tile_of(warp_smem, grp, k - 1), scores,
-                                                nullptr, m, n, l, i0, k - 1, N);
+      load_tile(k - 1);
     }
     if (kPrefetchChunks && next && m > 0) {
       // The next chunk's saved slabs (those its steps load: from 2 + kDepth steps before it on,
@@ -1455,7 +1477,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       }
     }
     __syncwarp();
-    Sw::template move_tile<false, kOwnStoreOffsets>(my_tile, nullptr, grads, m, n, l, i0, k, N);
+    if (Sw::chunk_inside(m, n, i0, k)) {
+      Sw::template move_tile<false, kOwnStoreOffsets, true>(my_tile, nullptr, grads, m, n, l, i0, k,
+                                                            N);
+    } else {
+      Sw::template move_tile<false, kOwnStoreOffsets>(my_tile, nullptr, grads, m, n, l, i0, k, N);
+    }
   }
 
   // Row 0 (global): H[0][j] = H[0][j-1] + g, or Y[0][j] from row 0's A, X, Y at j - 1; lane 0
