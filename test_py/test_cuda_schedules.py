@@ -19,6 +19,7 @@ SCHEDULES = {
     "warp_per_item": (5, 31, 40),
     "items_per_warp": (1100, 17, 23),
     "stripes_pipelined": (3, 300, 130),
+    "long_rows_pipelined": (2, 200, 700),  # rows of 45 chunks: mostly the interior ones
     "many_stripes": (1, 1100, 33),
     "tall_stripes": (8100, 130, 9),
 }
