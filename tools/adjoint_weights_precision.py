@@ -61,53 +61,20 @@ def forward_prob32(S, g, t, W=16):
     L = (np.log2(z.astype(f)).astype(f) + k.astype(f)).astype(f)
     return (L * f(t * math.log(2))).astype(np.float64)
 
-def adjoint64(H, S, g, t):
-    """d score / d g (score = H[M, N]) with weights from H."""
-    H = H.astype(np.float64)
-    e = np.zeros((M + 2, N + 2))
-    wd = np.zeros((M + 2, N + 2)); wu = np.zeros((M + 2, N + 2)); wl = np.zeros((M + 2, N + 2))
-    wd[1:M+1, 1:N+1] = np.exp((H[:-1, :-1] + S - H[1:, 1:]) / t)
-    wu[1:M+1, 1:N+1] = np.exp((H[:-1, 1:] + g - H[1:, 1:]) / t)
-    wl[1:M+1, 1:N+1] = np.exp((H[1:, :-1] + g - H[1:, 1:]) / t)
-    # boundaries: H[i][0] from H[i-1][0] (up, weight 1), H[0][j] from H[0][j-1] (left, weight 1)
-    wu[1:M+1, 0] = 1.0; wl[0, 1:N+1] = 1.0
-    e[M, N] = 1.0
-    dg = 0.0
-    for i in range(M, -1, -1):
-        for j in range(N, -1, -1):
-            if i == M and j == N: pass
-            else:
-                e[i, j] = e[i, j+1] * wl[i, j+1] + e[i+1, j] * wu[i+1, j] + e[i+1, j+1] * wd[i+1, j+1]
-            dg += e[i, j] * (wu[i, j] + wl[i, j])
-    return dg
-
-H64 = forward64(S, g, t)
-ref = adjoint64(H64, S, g, t)
-f = np.float32
-variants = {
-    "float32 once": H64.astype(f),
-    "float32 twice (L = H / t ln2, then H)": (f(t * math.log(2)) * (H64 / (t * math.log(2))).astype(f)).astype(f),
-    "float32 log-space recurrence": forward64(S, g, t, np.float32),
-    "float32 probability space, W = 16": forward_prob32(S, g, t, 16),
-}
-print(f"M N t g = {M} {N} {t} {g}; score {H64[M, N]:.4f}; d g (float64) {ref:.6f}")
-for name, H in variants.items():
-    d = adjoint64(H, S, g, t)
-    print(f"{name:42s} max|H - H64| {np.abs(H - H64).max():.2e}  score {H[M, N]:.4f}  d g {d:.6f}  rel err {abs(d - ref) / abs(ref):.2e}")
-
-def adjoint32(H, S, g, t, normalized=False):
-    """The same in float32 arithmetic, as the log-space adjoint does it (weights exp2((x - v) c)
-    clamped at 1, x = H_pred + edge in float32, e pushed in float32); `normalized`: each cell's
-    weights divided by their sum."""
-    f = np.float32
-    H = H.astype(f); S32 = S.astype(f); g32 = f(g); c = f(math.log2(math.e) / t)
+def adjoint(H, S, g, t, dtype=np.float64, normalized=False):
+    """d score / d g (score = H[M, N]) with weights from H, in `dtype` arithmetic: float32 as the
+    log-space adjoint computes it (weights exp2((x - v) c) clamped at 1, x = H_pred + edge in
+    float32, e pushed in float32); `normalized`: each cell's weights divided by their sum."""
+    f = dtype
+    H = H.astype(f); S = S.astype(f); g = f(g); c = f(math.log2(math.e) / t)
     def w(x, v): return np.exp2(np.minimum(((x - v) * c).astype(f), f(0))).astype(f)
-    a = w((H[:-1, :-1] + S32).astype(f), H[1:, 1:])
-    b = w((H[:-1, 1:] + g32).astype(f), H[1:, 1:])
-    d = w((H[1:, :-1] + g32).astype(f), H[1:, 1:])
+    a = w((H[:-1, :-1] + S).astype(f), H[1:, 1:])
+    b = w((H[:-1, 1:] + g).astype(f), H[1:, 1:])
+    d = w((H[1:, :-1] + g).astype(f), H[1:, 1:])
     r = (f(1) / (a + b + d).astype(f)).astype(f) if normalized else f(1)
-    wd = np.zeros((M + 2, N + 2), f); wu = np.zeros((M + 2, N + 2), f); wl = np.zeros((M + 2, N + 2), f)
+    wd, wu, wl = (np.zeros((M + 2, N + 2), f) for _ in range(3))
     wd[1:M+1, 1:N+1] = a * r; wu[1:M+1, 1:N+1] = b * r; wl[1:M+1, 1:N+1] = d * r
+    # boundaries: H[i][0] from H[i-1][0] (up, weight 1), H[0][j] from H[0][j-1] (left, weight 1)
     wu[1:M+1, 0] = 1; wl[0, 1:N+1] = 1
     e = np.zeros((M + 2, N + 2), f); e[M, N] = 1
     dg = f(0)
@@ -119,10 +86,30 @@ def adjoint32(H, S, g, t, normalized=False):
     return float(dg)
 
 
-for title, adjoint in [("float32 adjoint (the log-space adjoint's arithmetic):", adjoint32),
-                       ("float32 adjoint, weights normalized per cell:",
-                        lambda *a: adjoint32(*a, normalized=True))]:
-    print(title)
+def main():
+    H64 = forward64(S, g, t)
+    ref = adjoint(H64, S, g, t)
+    f = np.float32
+    variants = {
+        "float32 once": H64.astype(f),
+        "float32 twice (L = H / t ln2, then H)":
+            (f(t * math.log(2)) * (H64 / (t * math.log(2))).astype(f)).astype(f),
+        "float32 log-space recurrence": forward64(S, g, t, np.float32),
+        "float32 probability space, W = 16": forward_prob32(S, g, t, 16),
+    }
+    print(f"M N t g = {M} {N} {t} {g}; score {H64[M, N]:.4f}; d g (float64) {ref:.6f}")
     for name, H in variants.items():
-        d = adjoint(H, S, g, t)
-        print(f"{name:42s} d g {d:.6f}  rel err {abs(d - ref) / abs(ref):.2e}")
+        print(f"{name:42s} max|H - H64| {np.abs(H - H64).max():.2e}  score {H[M, N]:.4f}")
+    for title, kwargs in [("float64 adjoint:", {}),
+                          ("float32 adjoint (the log-space adjoint's arithmetic):",
+                           dict(dtype=np.float32)),
+                          ("float32 adjoint, weights normalized per cell:",
+                           dict(dtype=np.float32, normalized=True))]:
+        print(title)
+        for name, H in variants.items():
+            d = adjoint(H, S, g, t, **kwargs)
+            print(f"{name:42s} d g {d:.6f}  rel err {abs(d - ref) / abs(ref):.2e}")
+
+
+if __name__ == "__main__":
+    main()
