@@ -22,6 +22,7 @@
 // read it, and the local end (best, soft sum, argmax).
 #pragma once
 
+#include <cfloat>
 #include <type_traits>
 
 #include "../views.h"
@@ -512,12 +513,30 @@ struct LaneRows {
   }
 };
 
+// Divides a cell's weights by their sum. They sum to 1 in exact arithmetic, but in float32 only
+// for a v rounded by the log-space forward from these same terms, whose errors then cancel: any
+// other v (the probability-space forward's, or even the exact one rounded once) leaves each cell's
+// weights off by about ulp(v) / t, which the adjoint compounds along the paths (d g 3e-3 off on
+// tools/adjoint_weights_precision.py's item, 1e-5 with the division, from any of those v).
+// Off the adjoint's chain (the weights depend on saved values only), it costs the long linear
+// adjoint 4% (H100 A/B, session 33: (32, 1024^2) 628 -> 650-657 us, (1, 4096^2) 2231-2245 ->
+// 2327-2338 us). A sum of zero (a cell outside the item) keeps its zeros.
+template <int K>
+__device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
+  float sum = w[0];
+#pragma unroll
+  for (int k = 1; k < K; ++k) sum += w[k];
+  const float inv_sum = dp::device::rcp(fmaxf(sum, FLT_MIN));
+#pragma unroll
+  for (int k = 0; k < K; ++k) w[k] *= inv_sum;
+}
+
 // The weights of one smax (DESIGN "weights") from the value v it produced: w_k = exp((x_k - v) / t),
-// one exp2 each, without the smax's max, sum and reciprocal. x_k <= v up to rounding; the clamp
-// at exp2(0) = 1 keeps the weights finite also in the cells of the skew outside the item (whose
-// saved value and neighbours do not belong together), so that a zero adjoint e pushes zeros
-// there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not zero: a
-// NaN or inf the sweep never reaches then stays where it is, as on the CPU.
+// one exp2 each, without the smax's max, then divided by their sum. x_k <= v up to rounding; the
+// clamp at exp2(0) = 1 keeps the weights finite also in the cells of the skew outside the item
+// (whose saved value and neighbours do not belong together), so that a zero adjoint e pushes
+// zeros there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not
+// zero: a NaN or inf the sweep never reaches then stays where it is, as on the CPU.
 template <bool kHard>
 struct Weights {
   float t;
@@ -528,6 +547,7 @@ struct Weights {
     if (!kHard && fabsf(v) < INFINITY) {
 #pragma unroll
       for (int k = 0; k < K; ++k) w[k] = dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
+      divide_by_sum(w);
     } else if (e != 0.f) {
       dp::smax_weights(x, t, w);
     } else {
@@ -550,6 +570,7 @@ struct PlainWeights {
     for (int k = 0; k < K; ++k) {
       w[k] = v == -INFINITY ? 0.f : dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
     }
+    divide_by_sum(w);
   }
   // Whether a value (as `of` gets it) takes these weights: not NaN, not +inf.
   __device__ static bool takes(float v) { return v == v && v != INFINITY; }
