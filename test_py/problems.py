@@ -101,6 +101,19 @@ def evaluate(fn, p: Problem):
     return score.detach(), grads
 
 
+def assert_grads_match_cpu(p: Problem, rtol=2e-4, atol=2e-4):
+    """The score and every gradient on CUDA in float32 against the CPU backend in float64."""
+    got, got_grads = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
+    want, want_grads = evaluate(softalign.smith_waterman, p.on("cpu", torch.float64))
+    torch.testing.assert_close(got.cpu().double(), want, rtol=rtol, atol=atol, equal_nan=True)
+    assert got_grads.keys() == want_grads.keys()
+    for name in want_grads:
+        torch.testing.assert_close(got_grads[name].cpu().double(), want_grads[name], rtol=rtol,
+                                   atol=atol, equal_nan=True,
+                                   msg=lambda m: f"d score / d {name}: {m}")
+    return got, got_grads
+
+
 def assert_matches_reference(p: Problem, device="cpu", dtype=torch.float64, rtol=1e-9,
                              atol=1e-9, check_grads=True):
     """The op on `device` in `dtype` against the float64 reference: value and every gradient."""

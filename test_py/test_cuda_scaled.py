@@ -15,7 +15,7 @@ import torch
 
 import softalign
 from fresh_process import ROOT, run_in_fresh_process
-from problems import make_problem, problem_with_refusals
+from problems import assert_grads_match_cpu, evaluate, make_problem, problem_with_refusals
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -137,74 +137,100 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
 # The host takes this forward at temperatures from 0.5 on (scaled.cuh's kLongStepsMinTemperature;
 # chunks of 16 steps), and log space below: t = 0.45 here is the log-space forward's. Local items
 # take chunks of 32 steps from t = 1 on (kLongestStepsMinTemperature) where their gaps allow.
+# Each case runs without grad and with grad: a forward + backward takes the same sweep, which then
+# saves what the log-space adjoint reads (SaveLog), the items it refuses going to the log-space
+# saving forward.
 STACKED = dict(B=256, M=150, N=260)
+
+
+@pytest.fixture(params=[False, True], ids=["forward", "forward_backward"])
+def grad(request):
+    return request.param
+
+
+def stacked_run(p, grad):
+    """The call on CUDA in float32: the scores, and with grad the gradients."""
+    if grad:
+        return evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
+    return forward(p, "cuda", torch.float32), {}
+
+
+def stacked_matches_cpu(p, grad, rtol=2e-4, atol=2e-4):
+    """The score (and with grad, every gradient) against the CPU in float64: (score, grads)."""
+    if grad:
+        return assert_grads_match_cpu(p, rtol, atol)
+    got = forward(p, "cuda", torch.float32)
+    want = forward(p, "cpu", torch.float64)
+    torch.testing.assert_close(got.cpu().double(), want, rtol=rtol, atol=atol, equal_nan=True)
+    return got, {}
 
 
 @pytest.mark.parametrize("t", [0.45, 0.5, 1.0, 2.0, 20.0])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_matches_cpu(end, t):
+def test_scaled_stacked_forward_matches_cpu(end, t, grad):
     p = make_problem("linear", *end, t, **STACKED, penalties="item", lengths=True,
                      seed=int(10 * t))
-    assert_matches_cpu(p)
+    stacked_matches_cpu(p, grad)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_gaps_refused(end):
+def test_scaled_stacked_forward_gaps_refused(end, grad):
     """Gaps of about -4 at t = 0.5: |g| log2(e) / t past gap_bound (6 with chunks of 16 steps),
     so every item is refused without a step of its own: the second launch alone."""
     p = make_problem("linear", *end, 0.5, **STACKED, penalties="item", lengths=True, seed=13)
     p.gap_open = p.gap_open - 3.0
-    assert_matches_cpu(p)
+    stacked_matches_cpu(p, grad)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_long_rows(end):
+def test_scaled_stacked_forward_long_rows(end, grad):
     """Ten stripes of 700 columns at t = 0.5: the exponents of global rows fall by thousands,
-    and each stripe's lane 0 takes the row above from H far outside any float's range of Z."""
+    and each stripe's lane 0 takes the row above from H far outside any float's range of Z.
+    Gradients to 1e-3: the log-space adjoint's weights, exp of differences of values in the
+    hundreds, carry float32's rounding of those values (test_cuda_scaled_backward's refused
+    items: 6e-4 at scores near 9000)."""
     p = make_problem("linear", *end, 0.5, B=128, M=310, N=700, penalties="item", seed=5)
     p.scores += 0.3
-    got = forward(p, "cuda", torch.float32)
-    want = forward(p, "cpu", torch.float64)
-    torch.testing.assert_close(got.cpu().double(), want, rtol=3e-5, atol=2e-3)
+    stacked_matches_cpu(p, grad, rtol=1e-3 if grad else 3e-5, atol=2e-3)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_chunks_by_gap(end):
+def test_scaled_stacked_forward_chunks_by_gap(end, grad):
     """t = 1, every other item with gaps of about -3 (|g| log2(e) / t = 3.9-4.3: beyond
     gap_bound(32), within gap_bound(16)), the others about -1: local warps take chunks of 32 or
     16 steps by their item's gap, side by side in one launch."""
     p = make_problem("linear", *end, 1.0, **STACKED, penalties="item", lengths=True, seed=22)
     p.gap_open[::2] -= 2.0
-    assert_matches_cpu(p)
+    stacked_matches_cpu(p, grad)
 
 
 @pytest.mark.parametrize("t", [0.5, 1.0])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_paying_gaps(end, t):
+def test_scaled_stacked_forward_paying_gaps(end, t, grad):
     p = make_problem("linear", *end, t, **STACKED, penalties="item", lengths=True, seed=12)
     p.gap_open = p.gap_open + 2.5  # 1.5 .. 1.8: within gap_bound with chunks of 32 steps too
-    assert_matches_cpu(p)
+    stacked_matches_cpu(p, grad)
 
 
 @pytest.mark.parametrize("reduction", ["max", "soft"])
-def test_scaled_stacked_forward_rise_past_a_long_chunk(reduction):
+def test_scaled_stacked_forward_rise_past_a_long_chunk(reduction, grad):
     """Diagonals of 64 cells rising 4.6 powers of two a cell at t = 1 (2^148 in 32 columns of
     the rows that cross them, 2^74 in 16): items whose chunks of 32 steps overflow, swept again
     in log space, beside items of gaps that keep chunks of 16 (odd items, gaps about -3)."""
     p = make_problem("linear", "local", reduction, 1.0, **STACKED, penalties="item", seed=23)
     p.gap_open[1::2] -= 2.0
     diagonal(p.scores[:64], 120, 200, 64, 64 * 4.6)
-    assert_matches_cpu(p)
+    stacked_matches_cpu(p, grad)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_last_stripe_partly_outside(end):
+def test_scaled_stacked_forward_last_stripe_partly_outside(end, grad):
     """The last stripe holds the item's last 8 rows and 24 rows below it, whose cells (scores 0
     in the tile) must reach no end, in the chunks inside the item's columns too: with scores of
     -4 they would outgrow every cell of the item."""
     p = make_problem("linear", *end, 1.0, B=640, M=40, N=120, penalties="item", seed=4)
     p.scores = 0.1 * p.scores - 4.0
-    assert_matches_cpu(p)
+    stacked_matches_cpu(p, grad)
 
 
 def stacked_with_refusals(mode, reduction):
@@ -217,26 +243,29 @@ def stacked_with_refusals(mode, reduction):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_stacked_forward_refused_items(end):
+def test_scaled_stacked_forward_refused_items(end, grad):
     """Each refused item is taken again whole, and the items beside them keep their own results,
     bit for bit those of a batch without refusals (SPEC)."""
     p = stacked_with_refusals(*end)
-    got = assert_matches_cpu(p)
+    got, got_grads = stacked_matches_cpu(p, grad)
     assert torch.isnan(got[1]) and got[3] == math.inf
     plain = stacked_with_refusals(*end)
     plain.scores[1:4] = torch.randn(3, STACKED["M"], STACKED["N"], dtype=torch.float64)
-    again = forward(plain, "cuda", torch.float32)
+    again, again_grads = stacked_run(plain, grad)
     taken = [0, *range(4, STACKED["B"])]
     assert torch.equal(again[taken], got[taken])
+    for name in got_grads:
+        assert torch.equal(again_grads[name][taken], got_grads[name][taken]), name
 
 
-def test_scaled_stacked_forward_repeats_bit_for_bit():
+def test_scaled_stacked_forward_repeats_bit_for_bit(grad):
     p = make_problem("linear", "local", "soft", 0.5, **STACKED, penalties="item", lengths=True,
-                     seed=9).on("cuda", torch.float32)
-    with torch.no_grad():
-        runs = [softalign.smith_waterman(p.scores, **p.kwargs()) for _ in range(3)]
-    for again in runs[1:]:
-        assert torch.equal(again, runs[0])
+                     seed=9)
+    runs = [stacked_run(p, grad) for _ in range(3)]
+    for score, grads in runs[1:]:
+        assert torch.equal(score, runs[0][0])
+        for name in grads:
+            assert torch.equal(grads[name], runs[0][1][name]), name
 
 
 LOG_SPACE_ONLY = """
@@ -249,21 +278,25 @@ import softalign
 from problems import make_problem, problem_with_refusals
 p = make_problem("linear", "local", "soft", {t!r}, penalties="item", lengths=True, seed=1,
                  **{shape!r}).on("cuda", torch.float32)
-with torch.no_grad():
-    torch.save(softalign.smith_waterman(p.scores, **p.kwargs()).cpu(), {out!r})
+with torch.set_grad_enabled({grad!r}):
+    score = softalign.smith_waterman(p.scores, **p.kwargs())
+result = torch.autograd.grad(score.sum(), [p.scores])[0] if {grad!r} else score
+torch.save(result.cpu(), {out!r})
 """
 
 
-def scaled_and_log_space(tmp_path, shape, t=0.5):
-    """One call's scores from the scaled forward and, in a fresh process with
-    SOFTALIGN_CUDA_LOG_SPACE=1, from the log-space one; they must agree to float32 rounding."""
+def scaled_and_log_space(tmp_path, shape, t=0.5, grad=False):
+    """One call's scores (with grad, its d score / d S) from the scaled forward and, in a fresh
+    process with SOFTALIGN_CUDA_LOG_SPACE=1, from the log-space one; they must agree to float32
+    rounding."""
     out = tmp_path / "log_space.pt"
     run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out),
-                                               shape=shape, t=t))
+                                               shape=shape, t=t, grad=grad))
     log_space = torch.load(out)
     p = make_problem("linear", "local", "soft", t, penalties="item", lengths=True, seed=1,
                      **shape)
-    scaled = forward(p, "cuda", torch.float32).cpu()
+    score, grads = stacked_run(p, grad)
+    scaled = (grads["scores"] if grad else score).cpu()
     torch.testing.assert_close(scaled, log_space, rtol=2e-4, atol=2e-4)
     return scaled, log_space
 
@@ -279,9 +312,10 @@ def test_log_space_only_keeps_the_log_space_forward(tmp_path, batch):
 
 @pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
 @pytest.mark.parametrize("t", [0.5, 1.0])
-def test_log_space_only_keeps_the_stacked_forward_too(tmp_path, t):
-    """Items of several stripes: most of them differ in some bits, so that they are seen to be
-    taken, not refused (a refused item is the log-space forward's, bit for bit); at t = 1 in
-    chunks of 32 steps."""
-    scaled, log_space = scaled_and_log_space(tmp_path, STACKED, t)
-    assert int((scaled != log_space).sum()) > STACKED["B"] // 2
+def test_log_space_only_keeps_the_stacked_forward_too(tmp_path, t, grad):
+    """Items of several stripes: most of them differ in some bits (with grad, in d S), so that
+    they are seen to be taken, not refused (a refused item is the log-space forward's, bit for
+    bit); at t = 1 in chunks of 32 steps."""
+    scaled, log_space = scaled_and_log_space(tmp_path, STACKED, t, grad)
+    differ = (scaled != log_space).reshape(STACKED["B"], -1).any(1)
+    assert int(differ.sum()) > STACKED["B"] // 2

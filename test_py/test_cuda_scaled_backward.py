@@ -10,24 +10,12 @@ import pytest
 import torch
 
 import softalign
-from problems import evaluate, make_problem, problem_with_refusals
+from problems import assert_grads_match_cpu, evaluate, make_problem, problem_with_refusals
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 ENDS = [("local", "max"), ("local", "soft"), ("global", "max")]
 END_IDS = ["-".join(e) for e in ENDS]
-
-
-def assert_grads_match_cpu(p, rtol=2e-4, atol=2e-4):
-    got, got_grads = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
-    want, want_grads = evaluate(softalign.smith_waterman, p.on("cpu", torch.float64))
-    torch.testing.assert_close(got.cpu().double(), want, rtol=rtol, atol=atol, equal_nan=True)
-    assert got_grads.keys() == want_grads.keys()
-    for name in want_grads:
-        torch.testing.assert_close(got_grads[name].cpu().double(), want_grads[name], rtol=rtol,
-                                   atol=atol, equal_nan=True,
-                                   msg=lambda m: f"d score / d {name}: {m}")
-    return got, got_grads
 
 
 @pytest.mark.parametrize("t", [0.05, 0.25, 1.0, 4.0, 100.0])

@@ -206,6 +206,24 @@ struct KeepCells {
   int best_j[R];
 };
 
+// SaveLog: what the stacked forward that saves (items of several stripes, forward + backward)
+// leaves for the log-space adjoint (stripes.cuh's backward_kernel), in the log-space saving
+// forward's places and form: each cell's H = t ln(z 2^k) in its step's slab, the row above the
+// stripe as lane 0 took it (the ring's H; stripe 0: DP row 0), and each row's first maximal
+// column (max ends, for the adjoint's seed).
+template <int R>
+struct SaveLog {
+  float* values;  // the stripe's slabs: step s's at s * Shape::kSlab, row r of lane l at r G + l
+  float* above;   // the stripe's row above, column j at j
+  int steps;      // slabs in the workspace (Geometry::steps)
+  float gap;      // g: global DP row 0 is H(0, j) = j g
+  int best_j[R];
+};
+template <class Keep>
+constexpr bool kSavesLog = false;
+template <int R>
+constexpr bool kSavesLog<SaveLog<R>> = true;
+
 // Where a sweep reads each cell's score. TileScores: the striped forward's tiles, a chunk of
 // steps at a time, the next chunk's loading while this one is swept.
 template <int G, int R, int kChunk = kSteps>
@@ -358,9 +376,11 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
   using Sw = Sweep<false, G, R, Scores::kStepsPerChunk>;
   constexpr int kW = Sw::kW;
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
-  constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
+  constexpr bool kSaves = kSavesLog<Keep>;
+  constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing> && !kSaves;
   constexpr bool kStacked = std::is_same_v<Stripe, StackedStripe>;
   static_assert(!kStacked || (G == 32 && !kKeeps), "a warp per item, nothing kept");
+  static_assert(!kSaves || kStacked, "only the stacked forward saves for the log-space adjoint");
   const int first_row = stripe.i0 + l * R + 1;
   const int rows_inside = min(max(m - stripe.i0 - l * R, 0), R);
   // A stripe below the first: lane 0's row above from the ring, a chunk's columns at the
@@ -418,6 +438,12 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
       const float first = floorf(h * scale) - float(rows.k[0]);
       bad |= reads_ring && cells_ahead &&
              rows.loses(int(fminf(fmaxf(first, -1e6f), 1e6f)), rows.k[0], below);
+      if constexpr (kSaves) {  // the row above for the adjoint, as the log-space forward saves it
+        const int j = kk * kW + stripe.lane;
+        if (stripe.lane < kW && j <= n) {
+          keep.above[j] = stripe.in != nullptr ? h : kLocal ? 0.f : float(j) * keep.gap;
+        }
+      }
       const float mine = dp::device::ex2(fmaf(h, scale, -float(k_lane0)));
 #pragma unroll
       for (int w = 0; w < kW; ++w) above_ring[w] = __shfl_sync(kFullMask, mine, w);
@@ -458,12 +484,20 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           if constexpr (kLocal) {
             const float mine = z * rows.to_acc[r];
             const float add = kInside || (column_inside && r < rows_inside) ? mine : 0.f;
-            if constexpr (kKeeps && !kSoft) keep.best_j[r] = add > rows.acc[r] ? j : keep.best_j[r];
+            if constexpr ((kKeeps || kSaves) && !kSoft) {
+              keep.best_j[r] = add > rows.acc[r] ? j : keep.best_j[r];
+            }
             rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
           }
           if constexpr (kKeeps) {
             if (kInside || unsigned(j) <= unsigned(kKeepCols)) {
               keep.z[(first_row - 1 + r) * kKeepWidth + j] = z;
+            }
+          }
+          if constexpr (kSaves) {  // every step the workspace has (the ring's H, to the bit)
+            const int step = kk * kW + w;
+            if (kInside || step < keep.steps) {
+              keep.values[int64_t(step) * (R * G) + r * G + l] = log_space(z, rows.k[r], t);
             }
           }
           rows.z[r] = z;
@@ -530,8 +564,11 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
 // in `redo` (zeroed by the host), which a log-space forward then takes (Workspace::only_units).
 // kChunk: steps per chunk (kSteps or kLongSteps); a warp whose items all allow it (t at least
 // kLongestStepsMinTemperature, |g| log2(e) / t within gap_bound(kLongChunk)) takes chunks of
-// kLongChunk steps instead.
-template <int G, int R, Ends kEnds, bool kStacked, int kChunk, int kLongChunk = kChunk>
+// kLongChunk steps instead. kSave (kStacked only): the forward of a forward + backward, which
+// leaves what the log-space adjoint reads (SaveLog, and the item's end in ws.ends); the items it
+// refuses are flagged as without it, for the log-space saving forward.
+template <int G, int R, Ends kEnds, bool kStacked, int kChunk, int kLongChunk = kChunk,
+          bool kSave = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws, float* score,
                    int* redo) {
@@ -545,7 +582,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   static_assert(kLongChunk >= kChunk, "the long chunks take the smaller gaps");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   static_assert(!kStacked || Sh::kStacked, "items of several stripes: a warp an item");
+  static_assert(!kSave || kStacked, "the saving forward of items of one stripe is the fused one");
   using Stripe = std::conditional_t<kStacked, StackedStripe, OneStripe>;
+  using Keep = std::conditional_t<kSave, SaveLog<R>, KeepNothing>;
   // The warp's shared memory: this sweep's tiles (of either chunk), or the log-space sweep's
   // (forward_unit, chunks of forward_chunk_steps) for the items of one stripe it refuses.
   using LogSh = typename Sweep<false, G, R, forward_chunk_steps(false, G)>::Sh;
@@ -574,7 +613,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     it = v.item(b);
     item_stripes = (it.m + kRows - 1) / kRows;
     if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
-      if (stripe_index == 0 && l == 0) forward_boundary_item<false>(it, b, c, ws, score);
+      if (stripe_index == 0 && l == 0) {
+        const dp::LocalEnd<float> e = forward_boundary_item<false>(it, b, c, ws, score);
+        if (kSave && kLocal) End{e.best, e.soft_sum, e.best_i, e.best_j}.store(ws.ends + b * 4);
+      }
     } else if (stripe_index < item_stripes) {
       m = it.m;
       n = it.n;
@@ -605,7 +647,16 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // straight to the log-space sweep: at low temperatures, whole batches.
   if (steps > 0) {
     Rows<R, kLocal> rows(i0 + l * R + 1, gap_c);
-    KeepNothing keep;
+    Keep keep{};
+    if constexpr (kSave) {
+      const int64_t at = b * geo.stripes + stripe_index;
+      keep.values = ws.values + at * geo.steps * Sh::kSlab;
+      keep.above = ws.above + at * geo.width;
+      keep.steps = geo.steps;
+      keep.gap = m > 0 ? it.open.at(1, 1) : 0.f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) keep.best_j[r] = 0;
+    }
     Stripe stripe{};
     if constexpr (kStacked) {
       const bool reads_row = stripe_index > 0;
@@ -640,6 +691,26 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         end.best = kSoft ? best : fmaxf(best, 0.f);
         end.soft_sum = 1.f;
       }
+      if constexpr (kSave && !kSoft) {
+        // Where the maximum is, for the adjoint's seed: the lane's first maximal row (row-major
+        // first), against the empty alignment (0 at (0, 0)), as the log-space forward keeps it.
+        end = End{};
+        float lane_best = 0.f;
+        int best_r = -1;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const float x = scale_down(rows.acc[r], rows.ka[r] - top);
+          best_r = x > lane_best ? r : best_r;
+          lane_best = x > lane_best ? x : lane_best;
+        }
+        if (best_r >= 0) {
+          End cell;
+          cell.best = log_space(lane_best, top, t);
+          cell.i = i0 + l * R + 1 + best_r;
+          cell.j = keep.best_j[best_r];
+          end.merge(cell, c, false);
+        }
+      }
       if (kSoft && l == 0 && stripe_index == 0) {
         End empty;  // best 0, soft sum 1
         empty.merge(end, c, kSoft);
@@ -655,7 +726,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // The stripes of an item leave their ends whether or not it is refused (its last stripe
     // waits for them); the log-space forward then writes over a refused item's score.
     if (kLocal && steps > 0 && m > 0 && l == 0) {
-      item_end<false>(end, b, stripe_index, item_stripes, n, c, kSoft, geo, ws, score);
+      item_end<kSave>(end, b, stripe_index, item_stripes, n, c, kSoft, geo, ws, score);
     }
     if (!kLocal && has_final) score[b] = final_value;
     if (refused != 0 && lane_id == 0) {

@@ -222,6 +222,35 @@ struct Launch {
         return;
       }
     }
+    // Items of several stripes, a row a lane, at t >= kLongStepsMinTemperature: the saving
+    // forward in probability space (scaled.cuh, SaveLog), leaving what the log-space one leaves;
+    // the items it refuses are swept again by the log-space saving forward; then the log-space
+    // adjoint takes every item.
+    if constexpr (!kAffine && G == 32 && R == 1) {
+      if (geo.stripes > 1 && view.config.temperature >= stripes::scaled::kLongStepsMinTemperature &&
+          !log_space_only()) {
+        std::vector<stripes::Workspace> ws = workspaces(true);
+        // A ring, progress counters and ticket of its own; the saved values are the adjoint's.
+        stripes::Workspace scaled_ws = workspaces(false)[0];
+        scaled_ws.values = ws[0].values;
+        scaled_ws.above = ws[0].above;
+        scaled_ws.ends = ws[0].ends;
+        at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+        with_ends(view.config, [&](auto ends) {
+          constexpr stripes::Ends kEnds = decltype(ends)::value;
+          using stripes::scaled::kLongSteps;
+          constexpr int kLongest =
+              stripes::is_local(kEnds) ? stripes::scaled::kLongestSteps : kLongSteps;
+          stripes::scaled::forward_kernel<G, R, kEnds, true, kLongSteps, kLongest, true>
+              <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                  view, B, geo, scaled_ws, out.score.data_ptr<float>(), redo.data_ptr<int>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
+        log_space_saving_forward(ws[0], redo.data_ptr<int>(), out);
+        log_space_adjoint(ws[1], nullptr, grad, out);
+        return;
+      }
+    }
     log_space_forward_backward(grad, out, nullptr);
   }
 
@@ -230,17 +259,32 @@ struct Launch {
   void log_space_forward_backward(const at::Tensor& grad, ProblemGrads& out,
                                   const int* only_units) {
     std::vector<stripes::Workspace> ws = workspaces(true);
-    for (auto& w : ws) w.only_units = only_units;
+    log_space_saving_forward(ws[0], only_units, out);
+    log_space_adjoint(ws[1], only_units, grad, out);
+  }
+
+  void log_space_saving_forward(stripes::Workspace ws, const int* only_units, ProblemGrads& out) {
+    ws.only_units = only_units;
+    with_ends(view.config, [&](auto ends) {
+      stripes::forward_kernel<kAffine, G, R, true, decltype(ends)::value>
+          <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+              view, B, geo, ws, out.score.data_ptr<float>());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  }
+
+  // The adjoint (of the items flagged in `only_units`, or every item), then the penalties'
+  // gradients of items of several stripes.
+  void log_space_adjoint(stripes::Workspace ws, const int* only_units, const at::Tensor& grad,
+                         ProblemGrads& out) {
+    ws.only_units = only_units;
     const auto stream = at::cuda::getCurrentCUDAStream();
     const bool hard = view.config.temperature == 0.f;
     with_ends(view.config, [&](auto ends) {
       constexpr stripes::Ends kEnds = decltype(ends)::value;
-      stripes::forward_kernel<kAffine, G, R, true, kEnds><<<blocks(), kThreads, 0, stream>>>(
-          view, B, geo, ws[0], out.score.data_ptr<float>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
       const auto adjoint = [&](auto hard_constant) {
         stripes::backward_kernel<kAffine, G, R, kEnds, decltype(hard_constant)::value>
-            <<<blocks(), kThreads, 0, stream>>>(view, view_of<float>(out), B, geo, ws[1],
+            <<<blocks(), kThreads, 0, stream>>>(view, view_of<float>(out), B, geo, ws,
                                                  grad.data_ptr<float>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       };
