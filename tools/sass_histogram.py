@@ -3,7 +3,10 @@
 `cuobjdump -sass` on stdin: where a kernel's instructions go (MUFU, FP32, address math, ...).
 With --loops, the same for each loop of a kernel that issues exp2 (a backward branch over at
 least --min-ex2 MUFU.EX2): the unrolled step loops, whose length per cell is what the sweep
-issues (e.g. 772 instructions for 4 steps x 4 rows of the short linear forward: 48 a cell).
+issues (e.g. 772 instructions for 4 steps x 4 rows of the short linear forward: 48 a cell), and
+the register moves at each loop's back edge (session 33: the long adjoint's slabs in flight,
+moved there, the first move waiting for its load). The CI machine has no cuobjdump; PyPI's
+nvidia-cuda-cuobjdump wheel holds one (tools/cuobjdump.sh fetches it).
 
     cuobjdump -sass build-cuda/libsoftalign.so | python3 tools/sass_histogram.py PATTERN...
     cuobjdump -sass build-cuda/libsoftalign.so | python3 tools/sass_histogram.py --loops PATTERN...
@@ -49,3 +52,10 @@ for name, instructions in kernels.items():
         if ex2 >= args.min_ex2:
             print(f"    loop {target.group(1)}..{address:x}: {len(body)} instructions, {ex2} EX2: "
                   f"{histogram(body)}")
+            # Its tail, after the last join or branch: register moves there are values the
+            # unrolled steps hand on at the back edge (a move of a loaded value waits for its load).
+            last_join = max((k for k, i in enumerate(body[:-1]) if i[1].startswith(("BSYNC", "BRA"))),
+                            default=-1)
+            tail = body[last_join + 1:-1]
+            moves = [i for i in tail if i[1] == "MOV" or i[1].startswith("IMAD.MOV")]
+            print(f"      {len(moves)} register moves in its last {len(tail)} instructions (back edge)")
