@@ -8,7 +8,7 @@ With Z = exp(V / t), E = exp(s / t), O = exp(o / t), F = exp(e / t), SPEC's affi
     X = U_up                        U = O A + F X       (what the row below takes from above)
     Y = L_left                      L = O (A + X) + F Y (what the next column takes)
 so a lane would hand two values down (D, U) and keep one (L): one exp2 a cell (E) and a few
-FMAs, where the log-space cell takes five exp2s and three log2s. Boundaries: local, every state
+FMAs, where the log-space cell takes six exp2s and three log2s. Boundaries: local, every state
 of row 0 and column 0 is 0 (exp(-inf)); global, A(0, 0) = 1, X(i, 0) = O F^(i-1), Y(0, j) =
 O F^(j-1), the rest 0, and A drops the 1. Ends: local max t ln max(1, A), soft t ln(1 + sum A);
 global t ln(A + X + Y) at (m, n).
