@@ -225,7 +225,7 @@ struct Launch {
     // Items of several stripes, a row a lane, at t >= kLongStepsMinTemperature: the saving
     // forward in probability space (scaled.cuh, SaveLog), leaving what the log-space one leaves;
     // the items it refuses are swept again by the log-space saving forward; then the log-space
-    // adjoint takes every item.
+    // adjoint takes every item, its weights divided by their sum (stripes.cuh, divide_by_sum).
     if constexpr (!kAffine && G == 32 && R == 1) {
       if (geo.stripes > 1 && view.config.temperature >= stripes::scaled::kLongStepsMinTemperature &&
           !log_space_only()) {
@@ -247,7 +247,7 @@ struct Launch {
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
         log_space_saving_forward(ws[0], redo.data_ptr<int>(), out);
-        log_space_adjoint(ws[1], nullptr, grad, out);
+        log_space_adjoint<true>(ws[1], nullptr, grad, out);
         return;
       }
     }
@@ -260,7 +260,7 @@ struct Launch {
                                   const int* only_units) {
     std::vector<stripes::Workspace> ws = workspaces(true);
     log_space_saving_forward(ws[0], only_units, out);
-    log_space_adjoint(ws[1], only_units, grad, out);
+    log_space_adjoint<false>(ws[1], only_units, grad, out);
   }
 
   void log_space_saving_forward(stripes::Workspace ws, const int* only_units, ProblemGrads& out) {
@@ -274,7 +274,9 @@ struct Launch {
   }
 
   // The adjoint (of the items flagged in `only_units`, or every item), then the penalties'
-  // gradients of items of several stripes.
+  // gradients of items of several stripes. kDivide: its weights divided by their sum, for saved
+  // values of the probability-space forward (stripes.cuh, divide_by_sum).
+  template <bool kDivide>
   void log_space_adjoint(stripes::Workspace ws, const int* only_units, const at::Tensor& grad,
                          ProblemGrads& out) {
     ws.only_units = only_units;
@@ -283,7 +285,7 @@ struct Launch {
     with_ends(view.config, [&](auto ends) {
       constexpr stripes::Ends kEnds = decltype(ends)::value;
       const auto adjoint = [&](auto hard_constant) {
-        stripes::backward_kernel<kAffine, G, R, kEnds, decltype(hard_constant)::value>
+        stripes::backward_kernel<kAffine, G, R, kEnds, decltype(hard_constant)::value, kDivide>
             <<<blocks(), kThreads, 0, stream>>>(view, view_of<float>(out), B, geo, ws,
                                                  grad.data_ptr<float>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();

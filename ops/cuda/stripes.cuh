@@ -513,14 +513,18 @@ struct LaneRows {
   }
 };
 
-// Divides a cell's weights by their sum. They sum to 1 in exact arithmetic, but in float32 only
-// for a v rounded by the log-space forward from these same terms, whose errors then cancel: any
-// other v (the probability-space forward's, or even the exact one rounded once) leaves each cell's
-// weights off by about ulp(v) / t, which the adjoint compounds along the paths (d g 3e-3 off on
-// tools/adjoint_weights_precision.py's item, 1e-5 with the division, from any of those v).
-// Off the adjoint's chain (the weights depend on saved values only), it costs the long linear
+// Divides a cell's weights by their sum (Weights and PlainWeights with kDivide). They sum to 1 in
+// exact arithmetic, but in float32 only for a v rounded by the log-space forward from these same
+// terms, whose errors then cancel: any other v (the probability-space forward's, or even the exact
+// one rounded once) leaves each cell's weights off by about ulp(v) / t, which the adjoint
+// compounds along the paths (d g 3e-3 off on tools/adjoint_weights_precision.py's item, 1e-5 with
+// the division, from any of those v; the log-space pair's own, 1.3e-4). So the adjoints that
+// follow the saving forward in probability space (scaled.cuh's SaveLog: the long linear pairs)
+// divide; the others, whose H the log-space forward saved, do not: it cost the long linear
 // adjoint 4% (H100 A/B, session 33: (32, 1024^2) 628 -> 650-657 us, (1, 4096^2) 2231-2245 ->
-// 2327-2338 us). A sum of zero (a cell outside the item) keeps its zeros.
+// 2327-2338 us), and it made the short affine adjoint's step loop 15% longer (SASS: 1370 -> 1570
+// instructions), where many warps share an SM and instructions count. A sum of zero (a cell
+// outside the item) keeps its zeros.
 template <int K>
 __device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
   float sum = w[0];
@@ -536,8 +540,9 @@ __device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
 // clamp at exp2(0) = 1 keeps the weights finite also in the cells of the skew outside the item
 // (whose saved value and neighbours do not belong together), so that a zero adjoint e pushes
 // zeros there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not
-// zero: a NaN or inf the sweep never reaches then stays where it is, as on the CPU.
-template <bool kHard>
+// zero: a NaN or inf the sweep never reaches then stays where it is, as on the CPU. kDivide: the
+// exp2s divided by their sum (divide_by_sum says where).
+template <bool kHard, bool kDivide>
 struct Weights {
   float t;
   float scale;  // log2(e) / t
@@ -547,7 +552,7 @@ struct Weights {
     if (!kHard && fabsf(v) < INFINITY) {
 #pragma unroll
       for (int k = 0; k < K; ++k) w[k] = dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
-      divide_by_sum(w);
+      if constexpr (kDivide) divide_by_sum(w);
     } else if (e != 0.f) {
       dp::smax_weights(x, t, w);
     } else {
@@ -560,6 +565,7 @@ struct Weights {
 // Weights' exp2s without its branches, for the steps whose every cell has a finite or -inf value
 // (t > 0; see the adjoint's step loop): -inf only comes out of terms that are all -inf, whose
 // weights smax_weights makes zero, as here.
+template <bool kDivide>
 struct PlainWeights {
   float scale;  // log2(e) / t
 
@@ -570,7 +576,7 @@ struct PlainWeights {
     for (int k = 0; k < K; ++k) {
       w[k] = v == -INFINITY ? 0.f : dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
     }
-    divide_by_sum(w);
+    if constexpr (kDivide) divide_by_sum(w);
   }
   // Whether a value (as `of` gets it) takes these weights: not NaN, not +inf.
   __device__ static bool takes(float v) { return v == v && v != INFINITY; }
@@ -1132,7 +1138,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
 // ------------------------------------------------------------------------------ adjoint
 
-template <bool kAffine, int G, int R, Ends kEnds, bool kHard>
+template <bool kAffine, int G, int R, Ends kEnds, bool kHard, bool kDivide>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B, Geometry geo,
                     Workspace ws, const float* grad) {
@@ -1276,7 +1282,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float seed_scale = soft && m > 0 ? g / end.soft_sum : 0.f;
   const float scale = dp::device::exp2_scale(c.temperature);
   const float seed_exp2 = soft ? scale : 0.f;
-  const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
+  const Weights<kHard, kDivide> weights{c.temperature, kHard ? 0.f : scale};
   // Plain steps (see the step loop): all but the long pairs' affine adjoint, which lost 3% with
   // them (H200 A/B session 12: (32, 1024^2) 1085 -> 1117 us, (1, 4096^2) 3727 -> 3851 us).
   constexpr bool kPlainSteps = !kHard && !(kAffine && G == 32 && R == 1);
@@ -1285,7 +1291,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // affine 750 -> 726 us; linear 581 -> 593 us (its skew's cells, cheap on the branch, then
   // cost their weights' exp2s), so not linear.
   constexpr bool kPlainEdges = kPlainSteps && kAffine && is_local(kEnds);
-  const PlainWeights plain_weights{scale};
+  using Plain = PlainWeights<kDivide>;
+  const Plain plain_weights{scale};
 
   // See move_tile. The long affine adjoint loads by row offsets: H200 A/B (session 11) 1133 -> 1085
   // us at (32, 1024^2), 3817 -> 3735 us at (1, 4096^2); the linear one lost 2-4% with them.
@@ -1448,10 +1455,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
         for (int r = 0; r < R; ++r) {
           if constexpr (kAffine) {
             const float s = my_tile[Sw::tile_at(r, w, l)];
-            plain = plain && PlainWeights::takes(cur[dp::kA][r] - s) &&
-                    PlainWeights::takes(cur[dp::kX][r]) && PlainWeights::takes(cur[dp::kY][r]);
+            plain = plain && Plain::takes(cur[dp::kA][r] - s) &&
+                    Plain::takes(cur[dp::kX][r]) && Plain::takes(cur[dp::kY][r]);
           } else {
-            plain = plain && PlainWeights::takes(cur[0][r]);
+            plain = plain && Plain::takes(cur[0][r]);
           }
         }
         if constexpr (kAffine && kEnds == Ends::kGlobal) {
