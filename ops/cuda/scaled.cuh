@@ -497,7 +497,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           if constexpr (kSaves) {  // every step the workspace has (the ring's H, to the bit)
             const int step = kk * kW + w;
             if (kInside || step < keep.steps) {
-              keep.values[int64_t(step) * (R * G) + r * G + l] = log_space(z, rows.k[r], t);
+              keep.values[int64_t(step) * Sw::Sh::kSlab + r * G + l] = log_space(z, rows.k[r], t);
             }
           }
           rows.z[r] = z;

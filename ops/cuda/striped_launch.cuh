@@ -142,39 +142,27 @@ struct Launch {
       const float t = view.config.temperature;
       const bool long_steps = G == 32 && t >= stripes::scaled::kLongStepsMinTemperature;
       if (t > 0.f && !log_space_only() && (geo.stripes == 1 || long_steps)) {
-        const auto stream = at::cuda::getCurrentCUDAStream();
-        at::Tensor redo;
-        if (geo.stripes > 1) redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
-        int* const redo_units = geo.stripes > 1 ? redo.data_ptr<int>() : nullptr;
-        with_ends(view.config, [&](auto ends) {
-          constexpr stripes::Ends kEnds = decltype(ends)::value;
-          using stripes::scaled::forward_kernel, stripes::scaled::kLongSteps;
-          if (redo_units == nullptr) {
+        if (geo.stripes == 1) {
+          with_ends(view.config, [&](auto ends) {
+            constexpr stripes::Ends kEnds = decltype(ends)::value;
+            using stripes::scaled::forward_kernel, stripes::scaled::kLongSteps;
             constexpr auto one_stripe = forward_kernel<G, R, kEnds, false, stripes::scaled::kSteps>;
             constexpr auto one_stripe_long =
                 forward_kernel<G, R, kEnds, false, G == 32 ? kLongSteps : stripes::scaled::kSteps>;
-            (long_steps ? one_stripe_long : one_stripe)<<<blocks(), kThreads, 0, stream>>>(
+            (long_steps ? one_stripe_long : one_stripe)<<<blocks(), kThreads, 0,
+                                                          at::cuda::getCurrentCUDAStream()>>>(
                 view, B, geo, ws, score.data_ptr<float>(), nullptr);
             C10_CUDA_KERNEL_LAUNCH_CHECK();
-            return;
-          }
-          if constexpr (Sh::kStacked) {
-            // Local items may take chunks of kLongestSteps (the kernel's choice, per warp): global
-            // rows rise too fast for them (scaled.cuh).
-            constexpr int kLongest =
-                stripes::is_local(kEnds) ? stripes::scaled::kLongestSteps : kLongSteps;
-            forward_kernel<G, R, kEnds, true, kLongSteps, kLongest>
-                <<<blocks(), kThreads, 0, stream>>>(view, B, geo, ws, score.data_ptr<float>(),
-                                                    redo_units);
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-            stripes::Workspace again = workspaces(false)[0];
-            again.only_units = redo_units;
-            stripes::forward_kernel<false, G, R, false, kEnds><<<blocks(), kThreads, 0, stream>>>(
-                view, B, geo, again, score.data_ptr<float>());
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
-          }
-        });
-        return;
+          });
+          return;
+        }
+        if constexpr (Sh::kStacked) {  // several stripes: G = 32 (long_steps), R = 1
+          at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+          stacked_scaled_forward<false>(ws, score.data_ptr<float>(), redo.data_ptr<int>());
+          log_space_forward<false>(workspaces(false)[0], redo.data_ptr<int>(),
+                                   score.data_ptr<float>());
+          return;
+        }
       }
     }
     // The short pairs' affine shape: streamed (streamed.cuh) when the batch gives every group
@@ -196,10 +184,36 @@ struct Launch {
       });
       if (streamed) return;
     }
+    log_space_forward<false>(ws, nullptr, score.data_ptr<float>());
+  }
+
+  // The stacked forward in probability space (items of several stripes, a warp a stripe:
+  // scaled.cuh), which flags the items it refuses in `redo`; kSave: it leaves what the log-space
+  // adjoint reads.
+  template <bool kSave>
+  void stacked_scaled_forward(const stripes::Workspace& ws, float* score, int* redo) {
     with_ends(view.config, [&](auto ends) {
-      stripes::forward_kernel<kAffine, G, R, false, decltype(ends)::value>
-          <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(view, B, geo, ws,
-                                                                        score.data_ptr<float>());
+      constexpr stripes::Ends kEnds = decltype(ends)::value;
+      using stripes::scaled::kLongSteps;
+      // Local items may take chunks of kLongestSteps (the kernel's choice, per warp): global rows
+      // rise too fast for them (scaled.cuh).
+      constexpr int kLongest =
+          stripes::is_local(kEnds) ? stripes::scaled::kLongestSteps : kLongSteps;
+      stripes::scaled::forward_kernel<G, R, kEnds, true, kLongSteps, kLongest, kSave>
+          <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(view, B, geo, ws, score,
+                                                                        redo);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    });
+  }
+
+  // The forward in log space (kSave: the one that saves for the adjoint), of every item or of
+  // those flagged in `only_units`.
+  template <bool kSave>
+  void log_space_forward(stripes::Workspace ws, const int* only_units, float* score) {
+    ws.only_units = only_units;
+    with_ends(view.config, [&](auto ends) {
+      stripes::forward_kernel<kAffine, G, R, kSave, decltype(ends)::value>
+          <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(view, B, geo, ws, score);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }
@@ -236,17 +250,8 @@ struct Launch {
         scaled_ws.above = ws[0].above;
         scaled_ws.ends = ws[0].ends;
         at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
-        with_ends(view.config, [&](auto ends) {
-          constexpr stripes::Ends kEnds = decltype(ends)::value;
-          using stripes::scaled::kLongSteps;
-          constexpr int kLongest =
-              stripes::is_local(kEnds) ? stripes::scaled::kLongestSteps : kLongSteps;
-          stripes::scaled::forward_kernel<G, R, kEnds, true, kLongSteps, kLongest, true>
-              <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                  view, B, geo, scaled_ws, out.score.data_ptr<float>(), redo.data_ptr<int>());
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
-        });
-        log_space_saving_forward(ws[0], redo.data_ptr<int>(), out);
+        stacked_scaled_forward<true>(scaled_ws, out.score.data_ptr<float>(), redo.data_ptr<int>());
+        log_space_forward<true>(ws[0], redo.data_ptr<int>(), out.score.data_ptr<float>());
         log_space_adjoint<true>(ws[1], nullptr, grad, out);
         return;
       }
@@ -259,18 +264,8 @@ struct Launch {
   void log_space_forward_backward(const at::Tensor& grad, ProblemGrads& out,
                                   const int* only_units) {
     std::vector<stripes::Workspace> ws = workspaces(true);
-    log_space_saving_forward(ws[0], only_units, out);
+    log_space_forward<true>(ws[0], only_units, out.score.data_ptr<float>());
     log_space_adjoint<false>(ws[1], only_units, grad, out);
-  }
-
-  void log_space_saving_forward(stripes::Workspace ws, const int* only_units, ProblemGrads& out) {
-    ws.only_units = only_units;
-    with_ends(view.config, [&](auto ends) {
-      stripes::forward_kernel<kAffine, G, R, true, decltype(ends)::value>
-          <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-              view, B, geo, ws, out.score.data_ptr<float>());
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    });
   }
 
   // The adjoint (of the items flagged in `only_units`, or every item), then the penalties'

@@ -536,12 +536,11 @@ __device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
 }
 
 // The weights of one smax (DESIGN "weights") from the value v it produced: w_k = exp((x_k - v) / t),
-// one exp2 each, without the smax's max, then divided by their sum. x_k <= v up to rounding; the
-// clamp at exp2(0) = 1 keeps the weights finite also in the cells of the skew outside the item
-// (whose saved value and neighbours do not belong together), so that a zero adjoint e pushes
-// zeros there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not
-// zero: a NaN or inf the sweep never reaches then stays where it is, as on the CPU. kDivide: the
-// exp2s divided by their sum (divide_by_sum says where).
+// one exp2 each, without the smax's max (and its sum: kDivide divides by it, divide_by_sum says
+// where). x_k <= v up to rounding; the clamp at exp2(0) = 1 keeps the weights finite also in the
+// cells of the skew outside the item (whose saved value and neighbours do not belong together),
+// so that a zero adjoint e pushes zeros there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not
+// zero: a NaN or inf the sweep never reaches then stays where it is, as on the CPU.
 template <bool kHard, bool kDivide>
 struct Weights {
   float t;
