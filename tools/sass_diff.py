@@ -16,26 +16,22 @@ import sys
 from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))
+from sass_histogram import read_kernels  # noqa: E402
 
 
 def kernels(library, pattern):
+    """name -> its instructions without addresses, for the kernels whose name contains `pattern`.
+    Anonymous namespaces carry hashes of the source's path (another worktree, another hash): left
+    out of the names."""
     sass = subprocess.run(["bash", str(TOOLS / "cuobjdump.sh"), "-sass", library], check=True,
                           capture_output=True, text=True).stdout
-    found, name = {}, None
-    for line in sass.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            # Anonymous namespaces carry hashes of the source's path (another worktree, another
-            # hash): left out.
-            plain = re.sub(r"(_GLOBAL__N__)[0-9a-f]{8}(_\d+_\w+?_cu_)[0-9a-f]{8}(_\d+)?", r"\1\2",
-                           m.group(1))
-            name = plain if pattern in plain else None
-            if name:
-                found[name] = []
-            continue
-        m = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
-        if m and name:
-            found[name].append(m.group(1))
+    found = {}
+    for name, code in read_kernels(sass.splitlines(), [""]).items():
+        plain = re.sub(r"\d*(_GLOBAL__N__)[0-9a-f]{8}(_\d+_\w+?_cu_)[0-9a-f]{8}(_\d+)?", r"\1\2",
+                       name)
+        if pattern in plain:
+            found[plain] = [(i.predicate, i.opcode, i.operands) for i in code]
     return found
 
 
