@@ -116,6 +116,26 @@ def test_scaled_forward_paying_gaps(end, batch):
     assert_matches_cpu(p)
 
 
+def down_column_zero(p, first_row, cells):
+    """Every item's best path runs down column 0 to row first_row - 1, then along a diagonal of
+    `cells` cells from (first_row, 1)."""
+    for q in range(cells):
+        p.scores[:, first_row - 1 + q, q] = 5.0
+
+
+def test_scaled_forward_global_gaps_near_zero(batch):
+    """Global items at t = 1 with gaps of -1e-10, whose best paths leave column 0 at row 17:
+    column 0's z, 2^(i g log2(e) / t - k) with k = -1, rounds to 2 there, and the lanes that reach
+    column 0 after a renormalisation (a warp an item: lanes from kW = 16 on) took it in a k one
+    higher, Z(i, 0) twice its value (a review in session 33; tools/scaled_emulation.py set to
+    G = 32, R = 1, kW = 16 gave 74.95 where the CPU gives 74.38)."""
+    p = make_problem("linear", "global", "max", 1.0, B=batch(1500), M=32, N=29, penalties="item",
+                     seed=6)
+    p.gap_open = torch.full_like(p.gap_open, -1e-10)
+    down_column_zero(p, 18, 14)
+    assert_matches_cpu(p)
+
+
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_forward_refused_items(end, batch):
     got = assert_matches_cpu(problem_with_refusals(*end, B=batch(1500)))
@@ -230,6 +250,16 @@ def test_scaled_stacked_forward_last_stripe_partly_outside(end, grad):
     -4 they would outgrow every cell of the item."""
     p = make_problem("linear", *end, 1.0, B=640, M=40, N=120, penalties="item", seed=4)
     p.scores = 0.1 * p.scores - 4.0
+    stacked_matches_cpu(p, grad)
+
+
+def test_scaled_stacked_forward_global_gaps_near_zero(grad):
+    """test_scaled_forward_global_gaps_near_zero's column 0 in the second stripe (rows 33-64,
+    lanes from 16 on reaching column 0 in its second chunk): with grad, the saving forward's H
+    there is what the adjoint reads."""
+    p = make_problem("linear", "global", "max", 1.0, **STACKED, penalties="item", seed=8)
+    p.gap_open = torch.full_like(p.gap_open, -1e-10)
+    down_column_zero(p, 50, 60)
     stacked_matches_cpu(p, grad)
 
 

@@ -394,11 +394,17 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     stripe.template request<kW>(0, n);
   }
   const int below = 126 - kW * int(ceilf(fabsf(gap_c)));  // Rows::loses
-  float column_zero[R];  // Z(i, 0) in each row's scale: 1 (local; k = 0) or G^i / 2^k
+  // Z(i, 0) in each row's scale, in [1, 2) so that a renormalisation keeps the row's k (the lanes
+  // of G > kW reach column 0 over several chunks, taking this value each time): 1 (local; k = 0)
+  // or G^i / 2^k. i g log2(e) / t - k lies in [0, 1) but rounds to 1 where |i g log2(e) / t| is
+  // below 2^-25 (k = -1): held below 2 (a review in session 33: gaps of -1e-10 made global scores
+  // up to t ln 2 too high, the renormalisation raising k under a cached z of 2).
+  float column_zero[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    column_zero[r] =
-        kLocal ? 1.f : dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r]));
+    column_zero[r] = kLocal ? 1.f
+                            : fminf(dp::device::ex2(float(first_row + r) * gap_c - float(rows.k[r])),
+                                    0x1.fffffep0f);
   }
   float up = 1.f, from_lane_above = 1.f;  // the row above at this lane's column, its factor
 
