@@ -95,6 +95,8 @@ step racecheck timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1
   python3 tools/cuda_smoke.py --tiny
 step synccheck timeout 120 compute-sanitizer --tool synccheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny
+# Reads of memory nothing wrote, but for PyTorch's own sum's (tools/initcheck.sh says why).
+step initcheck timeout 150 bash tools/initcheck.sh "$OUT/initcheck_full.log"
 
 if [ "$BENCH" -eq 1 ]; then
   step benchmark timeout 200 python3 examples/benchmark.py --device cuda ${BENCH_ARGS:-}
