@@ -263,6 +263,33 @@ def test_scaled_stacked_forward_global_gaps_near_zero(grad):
     stacked_matches_cpu(p, grad)
 
 
+@pytest.mark.parametrize("t", [1.0, 0.25], ids=["scaled", "log_space"])
+def test_stacked_backward_argmax_column_past_2_24(t):
+    """The max end's cell (i, j) goes from the saving forward to the adjoint's seed through the
+    workspace's ends, four floats an end: a column past 2^24 must come back whole (session 34's
+    review: stored as float(j), N = 2^24 + 1 came back as 2^24, the seed landed on a cell of
+    S = -inf and d S was 0 everywhere). One item of two stripes, in probability space (t = 1) and
+    in log space (t = 0.25); S = -inf but at (0, N - 1), so that cell (1, N) is the only maximum
+    and d S there is its match weight, worked out from row 1's fixed point h = smax(0, g, h + g)
+    (row 0 is 0 and row 1 has no other match before column N). About 11 GB of device memory."""
+    if torch.cuda.get_device_properties(0).total_memory < 24 * 2**30:
+        pytest.skip("needs about 11 GB of device memory")
+    N, s, g = 2**24 + 1, 10.0, -1.0
+    h = 0.0
+    for _ in range(200):
+        h = t * math.log(1 + math.exp(g / t) + math.exp((h + g) / t))
+    terms = [0.0, s, g, h + g]
+    z = sum(math.exp(x / t) for x in terms)
+    scores = torch.full((1, 33, N), -math.inf, device="cuda")
+    scores[0, 0, N - 1] = s
+    scores.requires_grad_(True)
+    score = softalign.smith_waterman(scores, gap_open=g, temperature=t)
+    (d_scores,) = torch.autograd.grad(score.sum(), [scores])
+    assert score.item() == pytest.approx(t * math.log(z), abs=1e-4)
+    assert d_scores[0, 0, N - 1].item() == pytest.approx(math.exp(s / t) / z, abs=1e-5)
+    assert d_scores.sum().item() == pytest.approx(math.exp(s / t) / z, abs=1e-5)
+
+
 def stacked_with_refusals(mode, reduction):
     """Items refused in one stripe only (1-3), among items taken (the others)."""
     p = make_problem("linear", mode, reduction, 1.0, **STACKED, penalties="item", seed=7)

@@ -377,15 +377,15 @@ struct End {
   __device__ void store(float* p) const {
     p[0] = best;
     p[1] = soft_sum;
-    p[2] = float(i);
-    p[3] = float(j);
+    p[2] = __int_as_float(i);  // bits, not a conversion: exact past 2^24
+    p[3] = __int_as_float(j);
   }
   __device__ static End load(const float* p) {
     End e;
     e.best = p[0];
     e.soft_sum = p[1];
-    e.i = int(p[2]);
-    e.j = int(p[3]);
+    e.i = __float_as_int(p[2]);
+    e.j = __float_as_int(p[3]);
     return e;
   }
 };
@@ -853,8 +853,8 @@ __device__ __forceinline__ void item_end(const End& end, int64_t b, int stripe, 
     const float* q = ws.stripe_ends + (b * geo.stripes + s) * 4;
     part.best = __ldcg(q);
     part.soft_sum = __ldcg(q + 1);
-    part.i = int(__ldcg(q + 2));
-    part.j = int(__ldcg(q + 3));
+    part.i = __float_as_int(__ldcg(q + 2));
+    part.j = __float_as_int(__ldcg(q + 3));
     if (s == 0) {
       total = part;
     } else {
