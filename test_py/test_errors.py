@@ -1,10 +1,12 @@
 """SPEC "Bad input": a clear error naming the argument, never a crash or a silent answer."""
 import math
+import os
 
 import pytest
 import torch
 
 import softalign
+from fresh_process import run_in_fresh_process
 
 S = torch.randn(2, 3, 4)
 op = torch.ops.softalign.smith_waterman
@@ -55,6 +57,41 @@ def test_bad_input_names_the_argument(case):
 def test_mixed_devices():
     with pytest.raises(RuntimeError, match="gap_open must be on the scores' device"):
         softalign.smith_waterman(S.cuda(), torch.zeros(2, device="cpu"))
+
+
+@pytest.mark.parametrize("which", ["gap_open", "gap_extend", "lengths_a", "lengths_b"])
+@pytest.mark.parametrize("op_", [softalign.smith_waterman, softalign.smith_waterman_alignment],
+                         ids=["score", "alignment"])
+def test_meta_argument_beside_real_scores(op_, which):
+    """A meta tensor among the arguments sends the call to the Meta kernels, which returned
+    uninitialised memory as the score where SPEC asks for a mixed-devices error (session 34's
+    review)."""
+    kwargs = dict(gap_open=-1.0, gap_extend=-0.5)
+    if which.startswith("gap"):
+        kwargs[which] = torch.full((2,), -1.0, device="meta")
+    else:
+        kwargs[which] = torch.tensor([1, 2], device="meta")
+    with pytest.raises(RuntimeError, match=f"{which} must be on the scores' device"):
+        op_(S, **kwargs)
+
+
+OUT_OF_MEMORY = """
+import resource, torch, softalign
+S = torch.randn(1, 5000, 5000, requires_grad=True)
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # the SIMD sweep's tables: 4.8 GB
+try:
+    softalign.smith_waterman(S, -1.0, -0.5).sum().backward()
+except (MemoryError, RuntimeError):
+    pass
+"""
+
+
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer's shadow memory does not fit a 4 GiB address space")
+def test_out_of_memory_is_an_error_not_a_crash():
+    """The float32 SIMD sweep's buffers memset what a failed aligned_alloc returned: a
+    segmentation fault where PyTorch's own allocations raise (session 34's review)."""
+    run_in_fresh_process(OUT_OF_MEMORY, timeout=300)
 
 
 def test_cpu_scalar_penalty_is_accepted():

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace softalign {
 namespace dp {
@@ -27,6 +28,7 @@ struct Buffer {
   E* p = nullptr;
   explicit Buffer(int64_t count) {
     p = static_cast<E*>(std::aligned_alloc(64, ((count * sizeof(E) + 63) / 64) * 64));
+    if (!p && count > 0) throw std::bad_alloc();  // not a memset of null: a MemoryError
     std::memset(static_cast<void*>(p), 0, count * sizeof(E));
   }
   ~Buffer() { std::free(p); }
