@@ -21,9 +21,13 @@ import platform
 from dataclasses import dataclass
 from typing import Optional
 
+import sys
+from pathlib import Path
+
 import torch
 
-import softalign
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import softalign  # noqa: E402
 from timing import (cpu_median, cuda_graphed, cuda_median, fmt_time, random_inputs, seed_loop,
                     step)
 

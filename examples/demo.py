@@ -6,9 +6,13 @@ the seed's PyTorch loop. Run with `make demo` (CPU, a few seconds).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 
-import softalign
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+import softalign  # noqa: E402
 from sequences import DATA_DIR, load_fasta, load_substitution_matrix, pairwise_scores
 from timing import cpu_median, cuda_median, fmt_time, random_inputs, seed_loop, step
 

@@ -12,14 +12,23 @@ namespace softalign {
   "Tensor scores, " GAP_OPEN ", " GAP_EXTEND "=None, float temperature=1.0, "                  \
   "Tensor? lengths_a=None, Tensor? lengths_b=None, "                                           \
   "str mode=\"local\", str reduction=\"max\""
+#define SOFTALIGN_REST                                                                         \
+  "float temperature=1.0, Tensor? lengths_a=None, Tensor? lengths_b=None, "                    \
+  "str mode=\"local\", str reduction=\"max\""
 
 TORCH_LIBRARY(softalign, m) {
   // Penalties as numbers (the seed's call) or as tensors (learnable, per item or position).
   // The tensor overloads come first: overload resolution takes the first that matches, and a
   // tensor penalty must never be read as a number (that would drop its gradient).
   m.def("smith_waterman.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend") ") -> Tensor");
+  // One tensor beside a number, before the number overload: eager resolution would otherwise
+  // reach it and read a 1-element tensor as a float (Tensor.__float__), dropping its gradient.
+  m.def("smith_waterman.open_tensor(Tensor scores, Tensor gap_open, float gap_extend, " SOFTALIGN_REST ") -> Tensor");
+  m.def("smith_waterman.extend_tensor(Tensor scores, float gap_open, Tensor gap_extend, " SOFTALIGN_REST ") -> Tensor");
   m.def("smith_waterman(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend") ") -> Tensor");
   m.def("smith_waterman_alignment.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend") ") -> (Tensor, Tensor)");
+  m.def("smith_waterman_alignment.open_tensor(Tensor scores, Tensor gap_open, float gap_extend, " SOFTALIGN_REST ") -> (Tensor, Tensor)");
+  m.def("smith_waterman_alignment.extend_tensor(Tensor scores, float gap_open, Tensor gap_extend, " SOFTALIGN_REST ") -> (Tensor, Tensor)");
   m.def("smith_waterman_alignment(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend") ") -> (Tensor, Tensor)");
   m.def(
       "_smith_waterman_backward(Tensor grad, Tensor scores, Tensor gap_open, Tensor? gap_extend, "
@@ -39,6 +48,7 @@ TORCH_LIBRARY(softalign, m) {
 }
 
 #undef SOFTALIGN_ARGS
+#undef SOFTALIGN_REST
 
 namespace {
 
@@ -72,11 +82,37 @@ std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_numbers(
                              lengths_b, mode, reduction);
 }
 
+#define SOFTALIGN_MIXED(NAME, OP, RESULT)                                                      \
+  RESULT NAME##_open_tensor(const at::Tensor& scores, const at::Tensor& gap_open,              \
+                            double gap_extend, double temperature,                             \
+                            const std::optional<at::Tensor>& lengths_a,                         \
+                            const std::optional<at::Tensor>& lengths_b, c10::string_view mode,  \
+                            c10::string_view reduction) {                                      \
+    return OP().call(scores, gap_open, penalty_tensor(gap_extend, scores), temperature,       \
+                     lengths_a, lengths_b, mode, reduction);                                   \
+  }                                                                                            \
+  RESULT NAME##_extend_tensor(const at::Tensor& scores, double gap_open,                        \
+                              const at::Tensor& gap_extend, double temperature,                \
+                              const std::optional<at::Tensor>& lengths_a,                       \
+                              const std::optional<at::Tensor>& lengths_b,                       \
+                              c10::string_view mode, c10::string_view reduction) {             \
+    return OP().call(scores, penalty_tensor(gap_open, scores), gap_extend, temperature,       \
+                     lengths_a, lengths_b, mode, reduction);                                   \
+  }
+SOFTALIGN_MIXED(smith_waterman, score_op, at::Tensor)
+using AlignmentResult = std::tuple<at::Tensor, at::Tensor>;
+SOFTALIGN_MIXED(smith_waterman_alignment, alignment_op, AlignmentResult)
+#undef SOFTALIGN_MIXED
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(softalign, CompositeImplicitAutograd, m) {
   m.impl("smith_waterman", &smith_waterman_numbers);
+  m.impl("smith_waterman.open_tensor", &smith_waterman_open_tensor);
+  m.impl("smith_waterman.extend_tensor", &smith_waterman_extend_tensor);
   m.impl("smith_waterman_alignment", &smith_waterman_alignment_numbers);
+  m.impl("smith_waterman_alignment.open_tensor", &smith_waterman_alignment_open_tensor);
+  m.impl("smith_waterman_alignment.extend_tensor", &smith_waterman_alignment_extend_tensor);
 }
 
 // Every backend but CUDA's (which has a kernel of its own), Meta included.

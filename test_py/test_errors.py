@@ -94,6 +94,20 @@ def test_out_of_memory_is_an_error_not_a_crash():
     run_in_fresh_process(OUT_OF_MEMORY, timeout=300)
 
 
+@pytest.mark.parametrize("name", ["gap_open", "gap_extend"])
+@pytest.mark.parametrize("bad", [None, "-1", True], ids=["None", "str", "bool"])
+def test_wrapper_penalty_must_be_a_number_or_tensor(name, bad):
+    """The wrapper read "-1" as -1 and True as +1, and None failed without naming the argument
+    (session 34's review); beside a tensor penalty too."""
+    if name == "gap_extend" and bad is None:
+        pytest.skip("gap_extend=None is the linear model")
+    with pytest.raises(TypeError, match=name):
+        softalign.smith_waterman(S, **{"gap_open": -1.0, name: bad})
+    other = "gap_extend" if name == "gap_open" else "gap_open"
+    with pytest.raises(TypeError, match=name):
+        softalign.smith_waterman(S, **{other: torch.tensor(-1.0), name: bad})
+
+
 def test_cpu_scalar_penalty_is_accepted():
     torch.testing.assert_close(softalign.smith_waterman(S, torch.tensor(-1.0)),
                                softalign.smith_waterman(S, -1.0))

@@ -1,9 +1,15 @@
 """The op as PyTorch sees it: gradcheck, opcheck, TorchScript, torch.compile."""
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import softalign
 from conftest import DEVICES
+from fresh_process import ROOT, run_in_fresh_process
 from problems import MODELS, MODES, REDUCTIONS, make_problem
 
 
@@ -97,6 +103,59 @@ def test_number_overload_matches_tensor_overload():
     by_tensor = torch.ops.softalign.smith_waterman(scores, torch.tensor(-1.0),
                                                    torch.tensor(-0.3), temperature=0.5)
     torch.testing.assert_close(by_number, by_tensor, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("which", ["gap_open", "gap_extend"])
+@pytest.mark.parametrize("op_", ["smith_waterman", "smith_waterman_alignment"])
+def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
+    """Eager torch.ops resolution fell through to the numbers' overload, which read a one-element
+    tensor as a float (Tensor.__float__): the penalty's gradient silently disappeared (session
+    34's review). Now the open_tensor / extend_tensor overloads take such calls (the alignment
+    op's too, which has no autograd but read a CUDA tensor back to the host as a float)."""
+    scores = torch.randn(2, 4, 5, dtype=torch.float64)
+    penalty = torch.tensor(-1.0 if which == "gap_open" else -0.5, dtype=torch.float64,
+                           requires_grad=True)
+    args = (penalty, -0.5) if which == "gap_open" else (-1.0, penalty)
+    got = getattr(torch.ops.softalign, op_)(scores, *args, temperature=0.7)
+    want = getattr(softalign, op_)(scores, *args, temperature=0.7)
+    if op_ == "smith_waterman_alignment":  # no autograd: the values, without a float()
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        return
+    assert got.requires_grad
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    (got_grad,) = torch.autograd.grad(got.sum(), penalty)
+    (want_grad,) = torch.autograd.grad(want.sum(), penalty)
+    torch.testing.assert_close(got_grad, want_grad, rtol=0, atol=0)
+
+
+LOADED_ELSEWHERE = """
+import pytest, torch, softalign
+torch.ops.load_library({copy!r})
+print(float(softalign.smith_waterman(torch.zeros(2, 2))))
+with pytest.raises(RuntimeError, match="already loaded"):
+    softalign.load_library({other!r})
+"""
+
+
+def test_wrapper_takes_a_library_the_caller_loaded(tmp_path):
+    """torch.ops.load_library(a copy), then the wrapper: it loaded its own copy too, whose
+    TORCH_LIBRARY aborted the process (session 34's review)."""
+    copy = tmp_path / "libsoftalign.so"
+    shutil.copy(softalign.load_library(), copy)
+    run_in_fresh_process(LOADED_ELSEWHERE.format(copy=str(copy),
+                                                 other=softalign.library_path()))
+
+
+@pytest.mark.parametrize("script", [["examples/benchmark.py", "--help"],
+                                    ["-c", "import sys; sys.path.insert(0, 'examples'); import demo"]],
+                         ids=["benchmark", "demo"])
+def test_examples_run_without_pythonpath(script):
+    """README runs `python3 examples/benchmark.py --device cuda` with no PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, *script], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("device", DEVICES)
