@@ -90,11 +90,18 @@ void check_temperature_range(double temperature, at::ScalarType dtype) {
   }
 }
 
+// SPEC's dtypes: float16 and bfloat16 (computed in float32), float32, float64; not float8 or the
+// other floating types at::isFloatingType admits.
+bool spec_float(at::ScalarType t) {
+  return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
+}
+
 // A penalty as (1|B, 1|M, 1|N): SPEC Notation's accepted shapes, 1-D meaning one per item.
 at::Tensor normalise_penalty(const at::Tensor& penalty, const char* name, const at::Tensor& scores,
                              int64_t B, int64_t M, int64_t N, bool local) {
-  TORCH_CHECK(at::isFloatingType(penalty.scalar_type()), name,
-              " must be a float or a floating-point tensor, got ", penalty.scalar_type());
+  TORCH_CHECK(spec_float(penalty.scalar_type()), name,
+              " must be a float or a float16, bfloat16, float32 or float64 tensor, got ",
+              penalty.scalar_type());
   const bool cpu_scalar = penalty.dim() == 0 && penalty.device().is_cpu();
   TORCH_CHECK(penalty.device() == scores.device() || cpu_scalar, name,
               " must be on the scores' device (", scores.device(), "), got ", penalty.device());
@@ -171,7 +178,7 @@ Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
   TORCH_CHECK(scores.defined(), "scores must be a tensor, got an undefined one");
   TORCH_CHECK(scores.dim() == 3 || scores.dim() == 2,
               "scores must be (B, M, N) or unbatched (M, N), got shape ", scores.sizes());
-  TORCH_CHECK(at::isFloatingType(scores.scalar_type()),
+  TORCH_CHECK(spec_float(scores.scalar_type()),
               "scores must be float16, bfloat16, float32 or float64, got ", scores.scalar_type());
   TORCH_CHECK(mode == "local" || mode == "global", "mode must be \"local\" or \"global\", got \"",
               mode, "\"");
