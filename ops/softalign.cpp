@@ -8,28 +8,26 @@
 
 namespace softalign {
 
+// The penalties as each overload takes them, then the arguments every overload shares.
 #define SOFTALIGN_ARGS(GAP_OPEN, GAP_EXTEND)                                                    \
-  "Tensor scores, " GAP_OPEN ", " GAP_EXTEND "=None, float temperature=1.0, "                  \
+  "Tensor scores, " GAP_OPEN ", " GAP_EXTEND ", float temperature=1.0, "                       \
   "Tensor? lengths_a=None, Tensor? lengths_b=None, "                                           \
-  "str mode=\"local\", str reduction=\"max\""
-#define SOFTALIGN_REST                                                                         \
-  "float temperature=1.0, Tensor? lengths_a=None, Tensor? lengths_b=None, "                    \
   "str mode=\"local\", str reduction=\"max\""
 
 TORCH_LIBRARY(softalign, m) {
   // Penalties as numbers (the seed's call) or as tensors (learnable, per item or position).
   // The tensor overloads come first: overload resolution takes the first that matches, and a
   // tensor penalty must never be read as a number (that would drop its gradient).
-  m.def("smith_waterman.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend") ") -> Tensor");
+  m.def("smith_waterman.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend=None") ") -> Tensor");
   // One tensor beside a number, before the number overload: eager resolution would otherwise
   // reach it and read a 1-element tensor as a float (Tensor.__float__), dropping its gradient.
-  m.def("smith_waterman.open_tensor(Tensor scores, Tensor gap_open, float gap_extend, " SOFTALIGN_REST ") -> Tensor");
-  m.def("smith_waterman.extend_tensor(Tensor scores, float gap_open, Tensor gap_extend, " SOFTALIGN_REST ") -> Tensor");
-  m.def("smith_waterman(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend") ") -> Tensor");
-  m.def("smith_waterman_alignment.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend") ") -> (Tensor, Tensor)");
-  m.def("smith_waterman_alignment.open_tensor(Tensor scores, Tensor gap_open, float gap_extend, " SOFTALIGN_REST ") -> (Tensor, Tensor)");
-  m.def("smith_waterman_alignment.extend_tensor(Tensor scores, float gap_open, Tensor gap_extend, " SOFTALIGN_REST ") -> (Tensor, Tensor)");
-  m.def("smith_waterman_alignment(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend") ") -> (Tensor, Tensor)");
+  m.def("smith_waterman.open_tensor(" SOFTALIGN_ARGS("Tensor gap_open", "float gap_extend") ") -> Tensor");
+  m.def("smith_waterman.extend_tensor(" SOFTALIGN_ARGS("float gap_open", "Tensor gap_extend") ") -> Tensor");
+  m.def("smith_waterman(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend=None") ") -> Tensor");
+  m.def("smith_waterman_alignment.tensor(" SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend=None") ") -> (Tensor, Tensor)");
+  m.def("smith_waterman_alignment.open_tensor(" SOFTALIGN_ARGS("Tensor gap_open", "float gap_extend") ") -> (Tensor, Tensor)");
+  m.def("smith_waterman_alignment.extend_tensor(" SOFTALIGN_ARGS("float gap_open", "Tensor gap_extend") ") -> (Tensor, Tensor)");
+  m.def("smith_waterman_alignment(" SOFTALIGN_ARGS("float gap_open=-1.0", "float? gap_extend=None") ") -> (Tensor, Tensor)");
   m.def(
       "_smith_waterman_backward(Tensor grad, Tensor scores, Tensor gap_open, Tensor? gap_extend, "
       "float temperature, Tensor? lengths_a, Tensor? lengths_b, str mode, str reduction) "
@@ -48,7 +46,6 @@ TORCH_LIBRARY(softalign, m) {
 }
 
 #undef SOFTALIGN_ARGS
-#undef SOFTALIGN_REST
 
 namespace {
 
@@ -62,57 +59,35 @@ std::optional<at::Tensor> penalty_tensor(std::optional<double> value, const at::
   return penalty_tensor(*value, scores);
 }
 
-at::Tensor smith_waterman_numbers(const at::Tensor& scores, double gap_open,
-                                  std::optional<double> gap_extend, double temperature,
-                                  const std::optional<at::Tensor>& lengths_a,
-                                  const std::optional<at::Tensor>& lengths_b,
-                                  c10::string_view mode, c10::string_view reduction) {
-  return score_op().call(scores, penalty_tensor(gap_open, scores),
-                         penalty_tensor(gap_extend, scores), temperature, lengths_a, lengths_b,
-                         mode, reduction);
-}
+// A tensor penalty as it is.
+const at::Tensor& penalty_tensor(const at::Tensor& value, const at::Tensor&) { return value; }
 
-std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_numbers(
-    const at::Tensor& scores, double gap_open, std::optional<double> gap_extend,
-    double temperature, const std::optional<at::Tensor>& lengths_a,
-    const std::optional<at::Tensor>& lengths_b, c10::string_view mode,
-    c10::string_view reduction) {
-  return alignment_op().call(scores, penalty_tensor(gap_open, scores),
-                             penalty_tensor(gap_extend, scores), temperature, lengths_a,
-                             lengths_b, mode, reduction);
+// The overloads with a number among the penalties (the numbers' one, open_tensor, extend_tensor):
+// the .tensor overload of kOp with those numbers as 0-d tensors.
+template <auto kOp, class GapOpen, class GapExtend>
+decltype(auto) with_tensor_penalties(const at::Tensor& scores, GapOpen gap_open,
+                                     GapExtend gap_extend, double temperature,
+                                     const std::optional<at::Tensor>& lengths_a,
+                                     const std::optional<at::Tensor>& lengths_b,
+                                     c10::string_view mode, c10::string_view reduction) {
+  return kOp().call(scores, penalty_tensor(gap_open, scores), penalty_tensor(gap_extend, scores),
+                    temperature, lengths_a, lengths_b, mode, reduction);
 }
-
-#define SOFTALIGN_MIXED(NAME, OP, RESULT)                                                      \
-  RESULT NAME##_open_tensor(const at::Tensor& scores, const at::Tensor& gap_open,              \
-                            double gap_extend, double temperature,                             \
-                            const std::optional<at::Tensor>& lengths_a,                         \
-                            const std::optional<at::Tensor>& lengths_b, c10::string_view mode,  \
-                            c10::string_view reduction) {                                      \
-    return OP().call(scores, gap_open, penalty_tensor(gap_extend, scores), temperature,       \
-                     lengths_a, lengths_b, mode, reduction);                                   \
-  }                                                                                            \
-  RESULT NAME##_extend_tensor(const at::Tensor& scores, double gap_open,                        \
-                              const at::Tensor& gap_extend, double temperature,                \
-                              const std::optional<at::Tensor>& lengths_a,                       \
-                              const std::optional<at::Tensor>& lengths_b,                       \
-                              c10::string_view mode, c10::string_view reduction) {             \
-    return OP().call(scores, penalty_tensor(gap_open, scores), gap_extend, temperature,       \
-                     lengths_a, lengths_b, mode, reduction);                                   \
-  }
-SOFTALIGN_MIXED(smith_waterman, score_op, at::Tensor)
-using AlignmentResult = std::tuple<at::Tensor, at::Tensor>;
-SOFTALIGN_MIXED(smith_waterman_alignment, alignment_op, AlignmentResult)
-#undef SOFTALIGN_MIXED
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(softalign, CompositeImplicitAutograd, m) {
-  m.impl("smith_waterman", &smith_waterman_numbers);
-  m.impl("smith_waterman.open_tensor", &smith_waterman_open_tensor);
-  m.impl("smith_waterman.extend_tensor", &smith_waterman_extend_tensor);
-  m.impl("smith_waterman_alignment", &smith_waterman_alignment_numbers);
-  m.impl("smith_waterman_alignment.open_tensor", &smith_waterman_alignment_open_tensor);
-  m.impl("smith_waterman_alignment.extend_tensor", &smith_waterman_alignment_extend_tensor);
+  using Tensor = const at::Tensor&;
+  using Number = double;
+  using OptionalNumber = std::optional<double>;
+  m.impl("smith_waterman", &with_tensor_penalties<score_op, Number, OptionalNumber>);
+  m.impl("smith_waterman.open_tensor", &with_tensor_penalties<score_op, Tensor, Number>);
+  m.impl("smith_waterman.extend_tensor", &with_tensor_penalties<score_op, Number, Tensor>);
+  m.impl("smith_waterman_alignment", &with_tensor_penalties<alignment_op, Number, OptionalNumber>);
+  m.impl("smith_waterman_alignment.open_tensor",
+         &with_tensor_penalties<alignment_op, Tensor, Number>);
+  m.impl("smith_waterman_alignment.extend_tensor",
+         &with_tensor_penalties<alignment_op, Number, Tensor>);
 }
 
 // Every backend but CUDA's (which has a kernel of its own), Meta included.
