@@ -18,11 +18,10 @@ import argparse
 import itertools
 import math
 import platform
-from dataclasses import dataclass
-from typing import Optional
-
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 
