@@ -8,6 +8,8 @@
 #   BENCH_ARGS=--quick bash tools/gpu_check.sh   a short benchmark
 #   GENERAL=0 bash tools/gpu_check.sh   without the runs that force the thread-per-item path
 #   PACK=1 bash tools/gpu_check.sh      the logs packed into $OUT/logs.tgz (tools/pack_logs.sh)
+#   STEPS="configure build pytest" bash tools/gpu_check.sh   only those steps (a call's 600 s)
+#   PYTEST_ARGS="-rf --durations=20" bash tools/gpu_check.sh  more arguments for the pytest step
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,6 +26,7 @@ status=0
 step() {
   local name=$1
   shift
+  if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then return 0; fi
   echo "=== $name: $*" | tee "$OUT/$name.log"
   local start=$SECONDS
   "$@" 2>&1 | tee -a "$OUT/$name.log"
@@ -71,7 +74,7 @@ fi
 step smoke python3 tools/cuda_smoke.py
 [ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
-step pytest timeout 240 python3 -m pytest -q test_py -k cuda
+step pytest timeout 420 python3 -m pytest -q test_py -k cuda ${PYTEST_ARGS:-}
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
 # library built here, with this machine's toolchain (whose static libstdc++ once crashed them:
 # CMakeLists.txt links the shared one).
