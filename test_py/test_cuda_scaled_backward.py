@@ -113,6 +113,39 @@ def test_scaled_backward_paying_gaps(end, case):
     assert_grads_match_cpu(p)
 
 
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_backward_diagonal_into_a_higher_scale(end):
+    """Row 2's scale 2^45 above row 1's (S(2, 2) = 4.2 at t = 0.1), then in the next chunk a
+    diagonal of two large scores, S(1, 9) and S(2, 10) = 5.5, through which the whole score goes.
+    R of (2, 10) brought to row 1's scale (2^-160) flushed before E(2, 10) = 2^80 multiplied it:
+    d S(1, 9) and d S(2, 10) came out 0 instead of 1, the item taken (session 34's review, by
+    tools/scaled_adjoint_emulation.py)."""
+    p = make_problem("linear", *end, 0.1, B=1100, M=4, N=12, penalties="item", seed=15)
+    p.scores = -1.0 + 0.3 * p.scores  # E about 2^-14: no other path matters
+    p.scores[:, 1, 1] = 4.2
+    p.scores[:, 0, 8] = 5.5
+    p.scores[:, 1, 9] = 5.5 + 0.01 * torch.arange(1100, dtype=torch.float64) / 1100
+    p.gap_open = -0.2 - 0.05 * torch.rand(1100, generator=torch.Generator().manual_seed(15),
+                                          dtype=torch.float64)  # |g| log2(e) / t below 12
+    got, _ = assert_grads_match_cpu(p)
+    assert torch.isfinite(got).all()
+
+
+def test_scaled_backward_paying_gaps_near_the_top_of_the_range():
+    """Global, t = 0.1, gap +0.75 (G = 2^10.8) and S(5, 1) = 8.6 (E = 2^124): the cells of
+    columns 1 and 2 below row 5 reach 2^126-2^127 in their rows' scales, so R sits near 2^-127,
+    and R times the factor to the row above (2^-11) kept 11 bits before G multiplied it back:
+    d S and d g about 1e-3 off, the item taken (session 34's review)."""
+    p = make_problem("linear", "global", "max", 0.1, B=1100, M=14, N=2, penalties="item",
+                     seed=16)
+    p.scores = -3.0 + 0.1 * p.scores
+    p.scores[:, 4, 0] = 8.6
+    p.gap_open = 0.75 + 0.002 * torch.rand(1100, generator=torch.Generator().manual_seed(16),
+                                           dtype=torch.float64)  # |g| log2(e) / t below 12
+    got, _ = assert_grads_match_cpu(p)
+    assert torch.isfinite(got).all()
+
+
 def test_scaled_backward_large_grad():
     """grad scales d S on its way out: R itself stays below 1 / z (here up to 2^90 with
     -inf scores at t = 0.125), so a grad of 1e9 must not overflow it."""
