@@ -144,12 +144,15 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  
   const float m = max_and_rest(x, rest, [](float a, float b) { return max_nan(a, b); });
   // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell.
   // (x - m) c as x c - m c: one FFMA a term. Its error, that of rounding m c, is half an ulp of
-  // m in the result (the rounding of m itself).
+  // m in the result (the rounding of m itself). But a term tied with m gets that rounding's
+  // residual, up to ulp(m c) / 2, as its exponent: past 128 once |m| / t passes about 1.5e9, and
+  // ex2 overflows (session 34's review: global items of scores 2 g, g = -1e4, t = 1e-6, scored
+  // +inf). So the sum is held at K, its bound: where that bites, t ln K is below half an ulp of m.
   const float mc = m * c;
   float sum = 1.f;
 #pragma unroll
   for (int k = 0; k < K - 1; ++k) sum += ex2(fmaf(rest[k], c, -mc));
-  const float v = fmaf(lg2(sum), t * kLn2, m);
+  const float v = fmaf(lg2(fminf(sum, float(K))), t * kLn2, m);
   return (t != 0.f) & (fabsf(m) < INFINITY) ? v : m;
 }
 // The exp2 scale by __fdividef (a reciprocal and a multiply), not an IEEE division. Its result
