@@ -96,6 +96,37 @@ def test_cuda_schedule_repeats_bit_for_bit(model, schedule):
 STREAMED = [(70000, 17, 23), (70000, 32, 15), (70000, 5, 7), (70000, 32, 32)]
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_penalty_gradients_of_several_stripes_do_not_depend_on_the_batch(model):
+    """SPEC: results do not depend on batch size. (16, 8192, 16) and (1, 8192, 16) take the same
+    schedule (a warp a stripe, 256 stripes), whose stripes' partial penalty gradients the host
+    added with at::sum, whose tree depends on how many items it reduces (session 34's review):
+    each item alone must get its gradients of the batch bit for bit."""
+    p = make_problem(model, "local", "soft", 1.0, B=16, M=8192, N=16, penalties="item", seed=34)
+    score, grads = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
+    for b in range(16):
+        q = p.on("cpu")
+        q.scores, q.gap_open = q.scores[b:b + 1], q.gap_open[b:b + 1]
+        if q.gap_extend is not None:
+            q.gap_extend = q.gap_extend[b:b + 1]
+        alone, alone_grads = evaluate(softalign.smith_waterman, q.on("cuda", torch.float32))
+        assert torch.equal(alone[0], score[b]), b
+        for name in grads:
+            assert torch.equal(alone_grads[name][0], grads[name][b]), (b, name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or
+                    torch.cuda.get_device_properties(0).total_memory < 60 * 2**30,
+                    reason="needs about 45 GiB of device memory")
+def test_cuda_row_of_2_31_minus_2_columns():
+    """make_problem takes N < 2^31, where the striped kernels' N + 32 steps overflowed int (no
+    cell swept: 0; session 34's review): such rows go to the general path."""
+    N = 2**31 - 2
+    scores = torch.full((1, 1, N), -1.0, device="cuda")
+    scores[0, 0, -1] = 5.0
+    assert softalign.smith_waterman(scores, -1.0, temperature=0.0).item() == 5.0
+
+
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
 @pytest.mark.parametrize("end", ENDS, ids=["-".join(map(str, e)) for e in ENDS])
 @pytest.mark.parametrize("shape", STREAMED, ids=["x".join(map(str, s)) for s in STREAMED])

@@ -87,8 +87,11 @@ void forward_backward_general(const Problem& p, const at::Tensor& grad, ProblemG
 bool striped::eligible(const Problem& p) {
   static const bool force_general = std::getenv("SOFTALIGN_CUDA_GENERAL") != nullptr;
   const auto per_item = [](const at::Tensor& t) { return t.size(1) == 1 && t.size(2) == 1; };
+  // The striped kernels count steps (N + 32, rounded up to whole chunks) and rows in 32 bits.
+  constexpr int64_t kMaxExtent = INT32_MAX - 4096;
   return !force_general && p.scores.scalar_type() == at::kFloat && per_item(p.gap_open) &&
-         (!p.affine() || per_item(p.gap_extend));
+         (!p.affine() || per_item(p.gap_extend)) && p.scores.size(1) <= kMaxExtent &&
+         p.scores.size(2) <= kMaxExtent;
 }
 
 namespace {

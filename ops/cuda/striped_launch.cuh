@@ -42,6 +42,24 @@ void with_ends(const dp::Config<float>& c, Body&& body) {
   }
 }
 
+// The penalties' gradients of items of several stripes: item b's stripe partials added in stripe
+// order by one thread, so that they do not depend on the batch (at::sum's tree depends on how
+// many items it reduces: SPEC "Results do not depend on batch size").
+template <bool kAffine>
+__global__ void sum_stripe_partials(const float* partials, int64_t B, int stripes, float* open,
+                                    float* extend) {
+  const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  const float* q = partials + b * stripes * 2;
+  float o = 0.f, e = 0.f;
+  for (int s = 0; s < stripes; ++s) {
+    o += q[2 * s];
+    if constexpr (kAffine) e += q[2 * s + 1];
+  }
+  open[b] = o;
+  if constexpr (kAffine) extend[b] = e;
+}
+
 // One call's launches of the striped kernels with G lanes per item and R rows per lane.
 template <bool kAffine, int G, int R>
 struct Launch {
@@ -294,10 +312,11 @@ struct Launch {
     // The penalties' gradients of items of several stripes: the stripes' partial sums, added in
     // stripe order (with one stripe the adjoint wrote them).
     if (geo.stripes > 1) {
-      const at::Tensor per_stripe =
-          partials.narrow(0, 0, B * geo.stripes * 2).view({B, geo.stripes, 2});
-      out.gap_open.view({B}).copy_(per_stripe.select(2, 0).sum(1));
-      if (p.affine()) out.gap_extend.view({B}).copy_(per_stripe.select(2, 1).sum(1));
+      constexpr int kSumThreads = 128;
+      sum_stripe_partials<kAffine><<<ceil_div(B, kSumThreads), kSumThreads, 0, stream>>>(
+          partials.data_ptr<float>(), B, geo.stripes, out.gap_open.data_ptr<float>(),
+          kAffine ? out.gap_extend.data_ptr<float>() : nullptr);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }
 };
