@@ -155,10 +155,13 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  
   const float v = fmaf(lg2(fminf(sum, float(K))), t * kLn2, m);
   return (t != 0.f) & (fabsf(m) < INFINITY) ? v : m;
 }
-// The exp2 scale by __fdividef (a reciprocal and a multiply), not an IEEE division. Its result
-// for t beyond 2^126 is 0: every term then weighs the same, which is what exp((x - m) / t) rounds
-// to there anyway. Sweeps work it out once (the three-argument smax) rather than per cell.
-__device__ __forceinline__ float exp2_scale(float t) { return __fdividef(kLog2e, t); }
+// The exp2 scale by __fdividef (a reciprocal and a multiply), not an IEEE division; sweeps work
+// it out once (the three-argument smax) rather than per cell. Past 2^126 __fdividef gives 0, and
+// a -inf term (every local boundary, global's dropped start term) times 0 is NaN (session 34's
+// review: (1, 1, 1) affine at t = 1e38 scored NaN): there the IEEE division.
+__device__ __forceinline__ float exp2_scale(float t) {
+  return t > 0x1p126f ? kLog2e / t : __fdividef(kLog2e, t);
+}
 template <int K>
 __device__ __forceinline__ float smax(const float (&x)[K], float t) {
   return smax(x, t, exp2_scale(t));

@@ -1,14 +1,16 @@
-"""The log-space kernels at small temperatures and exact ties, against the CPU backend in float64
-(session 34's review, by a float32 emulation of the kernels' cell math): the adjoint's weights
+"""The log-space kernels at small temperatures and exact ties, and at huge ones, against the CPU
+backend (session 34's reviews, by float32 emulations of the kernels' cell math): the adjoint's weights
 exp((x_k - v) / t) must sum to 1 per cell (stripes.cuh divide_by_sum), else the rounding of each
 saved v (up to ulp(v) / 2, which t ln 2 no longer outweighs) multiplies the adjoint by
 exp(-err / t) at every cell along the paths; and the forward's smax (recurrence.h device::smax)
-must not turn an exact tie into +inf once |v| / t is large."""
+must not turn an exact tie into +inf once |v| / t is large, in any forward; nor t past 2^126
+(device::exp2_scale) a -inf term into NaN."""
 import pytest
 import torch
 
 import softalign
-from problems import Problem, evaluate
+from problems import MODELS, Problem, evaluate, make_problem
+from test_cuda_schedules import ENDS, assert_forward_without_grad_matches_cpu
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -64,3 +66,35 @@ def test_log_space_forward_exact_tie_stays_finite(model):
     want, _ = evaluate(softalign.smith_waterman, p.on("cpu", torch.float64))
     assert torch.isfinite(got).all(), f"{int((~torch.isfinite(got)).sum())} items +inf"
     torch.testing.assert_close(got.cpu().double(), want, rtol=1e-6, atol=0)
+
+
+SHAPES = [(70000, 32, 32), (70000, 17, 23), (5, 31, 40), (2, 40, 40)]
+TIE_ENDS = [e[:2] for e in ENDS[:3]]
+
+
+@pytest.mark.parametrize("end", TIE_ENDS, ids=["-".join(e) for e in TIE_ENDS])
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_forward_without_grad_integer_scores_tiny_temperature(model, shape, end):
+    """The exact ties of the test above in the forwards without grad: the streamed one (70000
+    items: lanes handing over items mid-chunk), the striped one of one and of two stripes (the
+    ring). Integer scores (a substitution matrix's) tie everywhere; at t = 1e-7 a tie at |m| of
+    about 315 or more overflowed (7 of 12 items of (12, 32, 32) +inf, local soft NaN, in
+    emulation)."""
+    B, M, N = shape
+    p = make_problem(model, *end, 1e-7, B=B, M=M, N=N, lengths=True, seed=M + N)
+    gen = torch.Generator().manual_seed(B + M)
+    p.scores = torch.randint(-4, 12, (B, M, N), generator=gen).double() * 20
+    p.gap_open = -11.0
+    p.gap_extend = -1.0 if model == "affine" else None
+    assert_forward_without_grad_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", TIE_ENDS, ids=["-".join(e) for e in TIE_ENDS])
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_temperature_past_2_126(model, end):
+    """exp2_scale = __fdividef(log2 e, t) was 0 for t > 2^126, and a -inf term times 0 NaN: a
+    (1, 1, 1) affine item at t = 1e38 scored NaN (emulation; the CPU's float32: 6.93e37)."""
+    p = make_problem(model, *end, 1e38, B=1, M=1, N=1)
+    p.scores[:] = 0.5
+    assert_forward_without_grad_matches_cpu(p)
