@@ -95,8 +95,8 @@ struct LocalEnd {
       if (v > best) {
         soft_sum = soft_sum * exp_((best - v) / c.temperature) + T(1);
         best = v;
-      } else {
-        soft_sum += exp_((v - best) / c.temperature);
+      } else {  // v == best: exp(0) = 1, also for a second +inf cell (inf - inf is NaN)
+        soft_sum += v == best ? T(1) : exp_((v - best) / c.temperature);
       }
     } else if (v > best || v != v) {  // first maximal cell in row-major order; NaN sticks
       if (best == best) {
@@ -117,7 +117,7 @@ struct LocalEnd {
   // the cells by construction; through score, the rounding error of t * log(soft_sum) would be
   // divided by t and skew the weights once t nears ulp(score).
   SOFTALIGN_HD T seed(T v, int i, int j, const Config<T>& c) const {
-    if (soft(c)) return exp_((v - best) / c.temperature) / soft_sum;
+    if (soft(c)) return (v == best ? T(1) : exp_((v - best) / c.temperature)) / soft_sum;
     return (i == best_i && j == best_j) ? T(1) : T(0);
   }
 };

@@ -192,7 +192,7 @@ struct LocalEndLanes {
   void add(P v, int i, int j, Mask<W> in) {
     if (soft) {  // one exp: exp(-|v - best| / t), scaling the old sum when v is the new best
       const Mask<W> gt = v > best;
-      const P e = exp_(select(gt, best - v, v - best) * inv_t);
+      const P e = select(v == best, P(1.0f), exp_(select(gt, best - v, v - best) * inv_t));
       soft_sum = select(in, select(gt, soft_sum * e + P(1.0f), soft_sum + e), soft_sum);
       best = select(in & gt, v, best);
     } else {  // first maximal cell in row-major order; NaN sticks
@@ -206,7 +206,7 @@ struct LocalEndLanes {
   // d score / d V[i][j] (sweep.h's LocalEnd::seed): soft, exp((v - best) / t) / soft_sum,
   // normalised by construction (not exp((v - score) / t), which divides score's rounding by t).
   P seed(P v, int i, int j) const {
-    if (soft) return exp_((v - best) * inv_t) / soft_sum;
+    if (soft) return select(v == best, P(1.0f), exp_((v - best) * inv_t)) / soft_sum;
     return select((best_i == I(i)) & (best_j == I(j)), P(1.0f), P(0.0f));
   }
 };

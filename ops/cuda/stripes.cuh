@@ -317,8 +317,8 @@ struct End {
       if (v > best) {
         soft_sum = soft_sum * dp::device::ex2((best - v) * scale) + 1.f;
         best = v;
-      } else {
-        soft_sum += dp::device::ex2((v - best) * scale);
+      } else {  // v == best: exp(0) = 1, also for a second +inf cell (inf - inf is NaN)
+        soft_sum += v == best ? 1.f : dp::device::ex2((v - best) * scale);
       }
     } else {  // selects, not a branch: the forward that saves calls it for every cell (H200
               // A/B: its kernel 3-7% faster than with a branch, linear and affine). A lane's
@@ -338,11 +338,11 @@ struct End {
   __device__ void merge(const End& o, const dp::Config<float>& c, bool soft) {
     if (soft) {
       const float top = dp::nan_max(best, o.best);
-      // A lone +inf maximum keeps its sum (inf - inf would be NaN).
-      const auto scale = [&](float x, float other) {
-        return x == top && other != top ? 1.f : dp::exp_((x - top) / c.temperature);
+      // The maximum keeps its sum, also a +inf one (inf - inf would be NaN).
+      const auto scale = [&](float x) {
+        return x == top ? 1.f : dp::exp_((x - top) / c.temperature);
       };
-      soft_sum = soft_sum * scale(best, o.best) + o.soft_sum * scale(o.best, best);
+      soft_sum = soft_sum * scale(best) + o.soft_sum * scale(o.best);
       best = top;
     } else if (best != best ? o.best != o.best && before(o.i, o.j, i, j)  // NaNs tie
                             : o.best != o.best || o.best > best ||
@@ -1398,7 +1398,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
             }
           } else if constexpr (kEnds == Ends::kSoft) {
             // normalised: the seeds of all cells and of the empty alignment sum to g
-            const float seed = seed_scale * dp::device::ex2((cur[0][r] - end.best) * seed_exp2);
+            // fminf takes 0 for NaN: a +inf cell at a +inf best seeds 1 (LocalEnd::seed).
+            const float seed =
+                seed_scale * dp::device::ex2(fminf((cur[0][r] - end.best) * seed_exp2, 0.f));
             e[0] += inside && j >= 1 ? seed : 0.f;
           } else if (!(kPlain && kAffine) && inside && i == m && j == n) {  // SPEC: smax_t(A, X, Y)
             if constexpr (kAffine) {  // at (m, n); never in a plain step
