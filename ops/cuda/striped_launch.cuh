@@ -270,7 +270,7 @@ struct Launch {
         at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
         stacked_scaled_forward<true>(scaled_ws, out.score.data_ptr<float>(), redo.data_ptr<int>());
         log_space_forward<true>(ws[0], redo.data_ptr<int>(), out.score.data_ptr<float>());
-        log_space_adjoint(ws[1], nullptr, grad, out);
+        log_space_adjoint<true>(ws[1], nullptr, grad, out);
         return;
       }
     }
@@ -283,11 +283,13 @@ struct Launch {
                                   const int* only_units) {
     std::vector<stripes::Workspace> ws = workspaces(true);
     log_space_forward<true>(ws[0], only_units, out.score.data_ptr<float>());
-    log_space_adjoint(ws[1], only_units, grad, out);
+    log_space_adjoint<false>(ws[1], only_units, grad, out);
   }
 
   // The adjoint (of the items flagged in `only_units`, or every item), then the penalties'
-  // gradients of items of several stripes.
+  // gradients of items of several stripes. kDivide: its weights divided by their sum, for saved
+  // values of the probability-space forward (stripes.cuh, divide_by_sum).
+  template <bool kDivide>
   void log_space_adjoint(stripes::Workspace ws, const int* only_units, const at::Tensor& grad,
                          ProblemGrads& out) {
     ws.only_units = only_units;
@@ -296,7 +298,7 @@ struct Launch {
     with_ends(view.config, [&](auto ends) {
       constexpr stripes::Ends kEnds = decltype(ends)::value;
       const auto adjoint = [&](auto hard_constant) {
-        stripes::backward_kernel<kAffine, G, R, kEnds, decltype(hard_constant)::value>
+        stripes::backward_kernel<kAffine, G, R, kEnds, decltype(hard_constant)::value, kDivide>
             <<<blocks(), kThreads, 0, stream>>>(view, view_of<float>(out), B, geo, ws,
                                                  grad.data_ptr<float>());
         C10_CUDA_KERNEL_LAUNCH_CHECK();

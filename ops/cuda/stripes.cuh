@@ -513,16 +513,18 @@ struct LaneRows {
   }
 };
 
-// Divides a cell's weights by their sum (Weights and PlainWeights). They sum to 1 in exact
-// arithmetic, not in float32: each saved v is off by up to ulp(v) / 2, which weighs exp(-err / t)
-// on every weight of the cell, and the adjoint compounds that along the paths. Sessions 32-33
-// (tools/adjoint_weights_precision.py, t = 1) found the probability-space forward's v's 3e-3 off
-// in d g without the division and the log-space forward's own 1.3e-4, and divided only after the
-// former; session 34's review found the log-space pair's error growing as t falls (randn scores,
-// (1, 1024^2), t = 0.1-0.01: d g 0.1-1.2% off; integer scores at t = 0.01: 2-4%, d S past 1; at
-// exact ties with t ln 2 below ulp(v), tied weights of 1 each), all within 1e-5 with it. Its cost
-// (H100, session 33): 4% of the long linear adjoint, a 15% longer step loop for the short affine
-// one. A sum of zero (a cell outside the item) keeps its zeros.
+// Divides a cell's weights by their sum (Weights and PlainWeights with kDivide). They sum to 1 in
+// exact arithmetic, but in float32 only for a v rounded by the log-space forward from these same
+// terms, whose errors then cancel: any other v (the probability-space forward's, or even the exact
+// one rounded once) leaves each cell's weights off by about ulp(v) / t, which the adjoint
+// compounds along the paths (d g 3e-3 off on tools/adjoint_weights_precision.py's item, 1e-5 with
+// the division, from any of those v; the log-space pair's own, 1.3e-4). So the adjoints that
+// follow the saving forward in probability space (scaled.cuh's SaveLog: the long linear pairs)
+// divide; the others, whose H the log-space forward saved, do not: it cost the long linear
+// adjoint 4% (H100 A/B, session 33: (32, 1024^2) 628 -> 650-657 us, (1, 4096^2) 2231-2245 ->
+// 2327-2338 us), and it made the short affine adjoint's step loop 15% longer (SASS: 1370 -> 1570
+// instructions), where many warps share an SM and instructions count. A sum of zero (a cell
+// outside the item) keeps its zeros.
 template <int K>
 __device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
   float sum = w[0];
@@ -534,11 +536,12 @@ __device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
 }
 
 // The weights of one smax (DESIGN "weights") from the value v it produced: w_k = exp((x_k - v) / t),
-// one exp2 each, without the smax's max, then divided by their sum (divide_by_sum says why). x_k <= v up to rounding; the clamp at exp2(0) = 1 keeps the weights finite also in the
+// one exp2 each, without the smax's max (and its sum: kDivide divides by it, divide_by_sum says
+// where). x_k <= v up to rounding; the clamp at exp2(0) = 1 keeps the weights finite also in the
 // cells of the skew outside the item (whose saved value and neighbours do not belong together),
 // so that a zero adjoint e pushes zeros there. t = 0 (one-hot) and non-finite values take smax_weights, and only where e is not
 // zero: a NaN or inf the sweep never reaches then stays where it is, as on the CPU.
-template <bool kHard>
+template <bool kHard, bool kDivide>
 struct Weights {
   float t;
   float scale;  // log2(e) / t
@@ -548,7 +551,7 @@ struct Weights {
     if (!kHard && fabsf(v) < INFINITY) {
 #pragma unroll
       for (int k = 0; k < K; ++k) w[k] = dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
-      divide_by_sum(w);
+      if constexpr (kDivide) divide_by_sum(w);
     } else if (e != 0.f) {
       dp::smax_weights(x, t, w);
     } else {
@@ -561,6 +564,7 @@ struct Weights {
 // Weights' exp2s without its branches, for the steps whose every cell has a finite or -inf value
 // (t > 0; see the adjoint's step loop): -inf only comes out of terms that are all -inf, whose
 // weights smax_weights makes zero, as here.
+template <bool kDivide>
 struct PlainWeights {
   float scale;  // log2(e) / t
 
@@ -571,7 +575,7 @@ struct PlainWeights {
     for (int k = 0; k < K; ++k) {
       w[k] = v == -INFINITY ? 0.f : dp::device::ex2(fminf((x[k] - v) * scale, 0.f));
     }
-    divide_by_sum(w);
+    if constexpr (kDivide) divide_by_sum(w);
   }
   // Whether a value (as `of` gets it) takes these weights: not NaN, not +inf.
   __device__ static bool takes(float v) { return v == v && v != INFINITY; }
@@ -1133,7 +1137,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 
 // ------------------------------------------------------------------------------ adjoint
 
-template <bool kAffine, int G, int R, Ends kEnds, bool kHard>
+template <bool kAffine, int G, int R, Ends kEnds, bool kHard, bool kDivide>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B, Geometry geo,
                     Workspace ws, const float* grad) {
@@ -1277,7 +1281,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float seed_scale = soft && m > 0 ? g / end.soft_sum : 0.f;
   const float scale = dp::device::exp2_scale(c.temperature);
   const float seed_exp2 = soft ? scale : 0.f;
-  const Weights<kHard> weights{c.temperature, kHard ? 0.f : scale};
+  const Weights<kHard, kDivide> weights{c.temperature, kHard ? 0.f : scale};
   // Plain steps (see the step loop): all but the long pairs' affine adjoint, which lost 3% with
   // them (H200 A/B session 12: (32, 1024^2) 1085 -> 1117 us, (1, 4096^2) 3727 -> 3851 us).
   constexpr bool kPlainSteps = !kHard && !(kAffine && G == 32 && R == 1);
@@ -1286,7 +1290,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // affine 750 -> 726 us; linear 581 -> 593 us (its skew's cells, cheap on the branch, then
   // cost their weights' exp2s), so not linear.
   constexpr bool kPlainEdges = kPlainSteps && kAffine && is_local(kEnds);
-  using Plain = PlainWeights;
+  using Plain = PlainWeights<kDivide>;
   const Plain plain_weights{scale};
 
   // See move_tile. The long affine adjoint loads by row offsets: H200 A/B (session 11) 1133 -> 1085
