@@ -113,6 +113,14 @@ def test_scaled_backward_paying_gaps(end, case):
     assert_grads_match_cpu(p)
 
 
+# Known, not fixed: the fused adjoint's flushes that session 34's review found by emulation
+# (tools/scaled_adjoint_emulation.py). Its fix passed these on the H100 (session 35) but gave NaN
+# gradients in test_scaled_backward_paying_gaps[lengths-local-*]; reverted.
+KNOWN_FLUSH = pytest.mark.xfail(strict=True, reason="the fused adjoint flushes R before E or G "
+                                "multiplies it (tools/scaled_adjoint_emulation.py)")
+
+
+@KNOWN_FLUSH
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_backward_diagonal_into_a_higher_scale(end):
     """Row 2's scale 2^45 above row 1's (S(2, 2) = 4.2 at t = 0.1), then in the next chunk a
@@ -131,6 +139,7 @@ def test_scaled_backward_diagonal_into_a_higher_scale(end):
     assert torch.isfinite(got).all()
 
 
+@KNOWN_FLUSH
 def test_scaled_backward_paying_gaps_near_the_top_of_the_range():
     """Global, t = 0.1, gap +0.75 (G = 2^10.8) and S(5, 1) = 8.6 (E = 2^124): the cells of
     columns 1 and 2 below row 5 reach 2^126-2^127 in their rows' scales, so R sits near 2^-127,
