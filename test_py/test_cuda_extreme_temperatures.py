@@ -17,10 +17,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 # Known imprecision, not fixed: the adjoints after a log-space forward do not divide their weights
 # by their sum (stripes.cuh, divide_by_sum: they sum to 1 only up to the saved values' rounding, an
-# error that grows as t falls). Session 35 made every adjoint divide: these passed on the H100, but
-# an item sharing a unit with refused items (test_scaled_backward_paying_gaps[lengths-local-*]:
-# the redo path's log-space adjoint) got NaN gradients, and the long affine adjoint lost 17-20%;
-# reverted (notes/session35.md).
+# error that grows as t falls). Session 35 ran every adjoint dividing on the H100: these passed, but
+# the long affine adjoint lost 17-20%; not landed (notes/session35.md).
 KNOWN_IMPRECISION = pytest.mark.xfail(strict=True, reason="the log-space adjoint's weights are "
                                       "not divided by their sum (see above)")
 
