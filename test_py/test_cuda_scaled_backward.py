@@ -102,7 +102,9 @@ def test_scaled_backward_paying_gaps(end, case):
     """Gap penalties above zero (gaps that pay: G > 1), which the scaled kernels take up to
     |g| log2(e) / t = 12. Values then grow along every row, also past an item's last column and
     below its last row; a local end that followed them flushed its sum (a review's float64 model:
-    local scores 0 or -inf, refused by nothing)."""
+    local scores 0 or -inf, refused by nothing). Session 35 (H100): the lengths-local cases caught
+    NaN gradients from session 34's fix of the adjoint (G times a row's factor to the row above,
+    clamped at 2^127, is inf below an item whose rows overflow; 0 R times that, NaN)."""
     if case == "lengths":  # short items beside n = 32 in the same warps
         p = make_problem("linear", *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
                          seed=11)
@@ -113,14 +115,6 @@ def test_scaled_backward_paying_gaps(end, case):
     assert_grads_match_cpu(p)
 
 
-# Known, not fixed: the fused adjoint's flushes that session 34's review found by emulation
-# (tools/scaled_adjoint_emulation.py). Its fix passed these on the H100 (session 35) but gave NaN
-# gradients in test_scaled_backward_paying_gaps[lengths-local-*]; reverted.
-KNOWN_FLUSH = pytest.mark.xfail(strict=True, reason="the fused adjoint flushes R before E or G "
-                                "multiplies it (tools/scaled_adjoint_emulation.py)")
-
-
-@KNOWN_FLUSH
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_backward_diagonal_into_a_higher_scale(end):
     """Row 2's scale 2^45 above row 1's (S(2, 2) = 4.2 at t = 0.1), then in the next chunk a
@@ -139,7 +133,6 @@ def test_scaled_backward_diagonal_into_a_higher_scale(end):
     assert torch.isfinite(got).all()
 
 
-@KNOWN_FLUSH
 def test_scaled_backward_paying_gaps_near_the_top_of_the_range():
     """Global, t = 0.1, gap +0.75 (G = 2^10.8) and S(5, 1) = 8.6 (E = 2^124): the cells of
     columns 1 and 2 below row 5 reach 2^126-2^127 in their rows' scales, so R sits near 2^-127,

@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(32)
   float below = 0.f, below_diag = 0.f, below_diag_next = 0.f, z_above_next = 0.f;
   // d score / d g: the gap edges' probabilities (times G at the end), global also the gaps along
   // row 0 and column 0 before the edges that leave them.
-  float gap_edges = 0.f, gaps_before = 0.f;
+  float gap_edges = 0.f, gaps_before = 0.f;  // left edges without G; the rest with it
 
   const int last_chunk = (steps - 1) / kW;
   {  // the kept z's at the first column swept, as if carried
@@ -258,10 +258,11 @@ __global__ void __launch_bounds__(32)
     }
     const int k_above = __shfl_up_sync(kFullMask, k[R - 1], 1, G);
     const int e_above = __shfl_up_sync(kFullMask, e[R - 1], 1, G);
-    float from_above[R], back[R], seed_soft[R];
+    float from_above[R], gap_above[R], back[R], seed_soft[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
+      gap_above[r] = gap * from_above[r];
       back[r] = pow2_to_subnormal(-e[r]);
       seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
     }
@@ -303,11 +304,17 @@ __global__ void __launch_bounds__(32)
           const float from_diag = r == R - 1 ? below_diag : next_ER[r + 1];
           const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
           const float base = fmaf(gap, next_R[r], from_diag + seed);
-          const float value = fmaf(gap, R_below, base);
+          const float value = R_below + base;  // R_below carries G
           now_R[r] = inside ? value : 0.f;
-          const float R_scaled = now_R[r] * from_above[r];  // in the row above's scale
-          now_ER[r] = E * R_scaled;
-          R_below = R_scaled;
+          // In the row above's scale, times G for the up edge. gap_above is finite only where
+          // the item's cells are (the refusals bound those rows' factors); below the item a row
+          // overflows to inf with gaps that pay, keeps its k, and its factor clamps at 2^127:
+          // G 2^127 = inf there, and 0 * inf. So zero outside, as now_R.
+          // E R before its factor: R brought to a scale far below its own underflowed where
+          // E R, at most 1 / d <= 2^126 (d: the forward's diagonal here), does not.
+          const float GR_scaled = inside ? now_R[r] * gap_above[r] : 0.f;
+          now_ER[r] = E * now_R[r] * from_above[r];
+          R_below = GR_scaled;
           // The edges into (i, j): the diagonal (d score / d S), and the gaps from above and the
           // left, each Z in the row above's scale (up, diag) or this row's (left).
           const float z_diag = r == 0 ? z_diag0 : z_left[r - 1] * (w == 0 ? back[r - 1] : 1.f);
@@ -315,15 +322,15 @@ __global__ void __launch_bounds__(32)
           const float left = z_left[r] * (w == 0 ? back[r] : 1.f);
           const float match = z_diag * now_ER[r];  // E(i, j) is not read again
           if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) src.rows[r * kKeepCols + j - 1] = match;
-          const float left_edge = left * now_R[r], up_edge = z_up * R_scaled;
+          const float left_edge = left * now_R[r], up_edge = z_up * GR_scaled;  // up: times G
           if constexpr (kLocal) {
-            const float edges = left_edge + up_edge;
-            gap_edges += kInside ? edges : (inside ? edges : 0.f);
+            gap_edges += kInside ? left_edge : (inside ? left_edge : 0.f);
+            gaps_before += kInside ? up_edge : (inside ? up_edge : 0.f);
           } else {  // from (i, 0) and (0, j): the i or j gaps before them too
             const int i = first_row + r;
-            const float edges = left_edge * (j == 1 ? float(i + 1) : 1.f) +
-                                up_edge * (i == 1 ? float(j + 1) : 1.f);
-            const float before = match * float((j == 1 ? i - 1 : 0) + (i == 1 ? j - 1 : 0));
+            const float edges = left_edge * (j == 1 ? float(i + 1) : 1.f);
+            const float before = fmaf(match, float((j == 1 ? i - 1 : 0) + (i == 1 ? j - 1 : 0)),
+                                      up_edge * (i == 1 ? float(j + 1) : 1.f));
             gap_edges += inside ? edges : 0.f;
             gaps_before += inside ? before : 0.f;
           }
