@@ -518,13 +518,13 @@ struct LaneRows {
 // terms, whose errors then cancel: any other v (the probability-space forward's, or even the exact
 // one rounded once) leaves each cell's weights off by about ulp(v) / t, which the adjoint
 // compounds along the paths (d g 3e-3 off on tools/adjoint_weights_precision.py's item, 1e-5 with
-// the division, from any of those v; the log-space pair's own, 1.3e-4). So the adjoints that
-// follow the saving forward in probability space (scaled.cuh's SaveLog: the long linear pairs)
-// divide; the others, whose H the log-space forward saved, do not: it cost the long linear
-// adjoint 4% (H100 A/B, session 33: (32, 1024^2) 628 -> 650-657 us, (1, 4096^2) 2231-2245 ->
-// 2327-2338 us), and it made the short affine adjoint's step loop 15% longer (SASS: 1370 -> 1570
-// instructions), where many warps share an SM and instructions count. A sum of zero (a cell
-// outside the item) keeps its zeros.
+// the division, from any of those v; the log-space pair's own, 1.3e-4, but growing as t falls:
+// session 34's review, d g 0.1-4% off at t = 0.1-0.01). So the linear adjoints divide (H100,
+// session 35: the long linear adjoint 656 -> 660 us at (32, 1024^2)); the affine ones after a
+// log-space forward do not: it cost the long affine adjoint 17-20% (1049 -> 1225 us), and it made
+// the short affine adjoint's step loop 15% longer (SASS: 1370 -> 1570 instructions), where many
+// warps share an SM and instructions count. A sum of zero (a cell outside the item) keeps its
+// zeros.
 template <int K>
 __device__ __forceinline__ void divide_by_sum(float (&w)[K]) {
   float sum = w[0];
