@@ -238,7 +238,7 @@ SOFTALIGN_UNROLL
   }
 #if defined(__CUDA_ARCH__)
   if constexpr (std::is_same_v<V, float>) {  // exp2, and one reciprocal for the K divisions
-    const float c = __fdividef(device::kLog2e, t);
+    const float c = device::exp2_scale(t);  // not 0 past t = 2^126: a -inf term times 0 is NaN
     float sum = 0.f;
 SOFTALIGN_UNROLL
     for (int k = 0; k < K; ++k) {

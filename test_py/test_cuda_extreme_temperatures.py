@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import softalign
-from problems import MODELS, Problem, evaluate, make_problem
+from problems import MODELS, Problem, assert_grads_match_cpu, evaluate, make_problem
 from test_cuda_schedules import ENDS, assert_forward_without_grad_matches_cpu
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -106,3 +106,20 @@ def test_cuda_temperature_past_2_126(model, end):
     p = make_problem(model, *end, 1e38, B=1, M=1, N=1)
     p.scores[:] = 0.5
     assert_forward_without_grad_matches_cpu(p)
+
+
+@pytest.mark.parametrize("path", ["striped", "general"])
+@pytest.mark.parametrize("end", TIE_ENDS, ids=["-".join(e) for e in TIE_ENDS])
+@pytest.mark.parametrize("model", MODELS)
+def test_cuda_gradients_at_temperature_past_2_126(model, end, path):
+    """The device smax_weights' scale was __fdividef(log2 e, t) too, 0 past 2^126, and a -inf
+    term times 0 NaN: the general path's adjoint (penalties per position) and the striped
+    adjoint's end weights at (m, n) (affine: a -inf state there) gave NaN gradients (session
+    35's review)."""
+    if path == "striped":
+        p = make_problem(model, *end, 1e38, B=1, M=1, N=1, penalties="item")
+    else:
+        p = make_problem(model, *end, 1e38, B=1, M=1, N=2, penalties="full")
+    p.scores[:] = 0.5
+    got, _ = assert_grads_match_cpu(p)
+    assert torch.isfinite(got).all()
