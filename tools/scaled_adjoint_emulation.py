@@ -23,88 +23,16 @@ taken: 13 wrong before the fix, none after):
 """
 import numpy as np
 
-F = np.float32
-G, R, KW = 8, 4, 8
-KGAP, KFAC, KTINY = 12, 120, F(2.0 ** -100)
+from f32_intrinsics import (ERR, F, G, KFAC, KGAP, KTINY, KW, LN2, R, add, ex2, f32, factor, fma,
+                            lg2, mul, pow2, pow2_or_zero, pow2_to_subnormal, scale_down, shfl_down,
+                            shfl_up)
+
 KEEPC, KEEPW = 32, 33
-LN2 = F(0.6931471805599453)
 LOG2E = F(1.4426950408889634)
-ERR = dict(over="ignore", invalid="ignore", under="ignore", divide="ignore")
-
-
-def f32(x):
-    return np.asarray(x, dtype=F)
-
-
-def ex2(x):  # ex2.approx.ftz.f32: exact exp2 rounded, subnormal results (and inputs) flushed
-    x = f32(x)
-    x = np.where(np.abs(x) < F(2.0 ** -126), F(0), x)
-    with np.errstate(**ERR):
-        r = np.exp2(x.astype(np.float64)).astype(F)
-    return np.where(np.abs(r) < F(2.0 ** -126), F(0), r).astype(F)
-
-
-def lg2(x):
-    x = f32(x)
-    x = np.where(np.abs(x) < F(2.0 ** -126), F(0), x)
-    with np.errstate(**ERR):
-        return np.log2(x.astype(np.float64)).astype(F)
-
-
-def pow2(e):
-    return np.ldexp(F(1), np.asarray(e, dtype=np.int64).astype(np.int32)).astype(F)
-
-
-def factor(e):
-    return pow2(np.clip(e, -126, 127))
-
-
-def pow2_or_zero(e):
-    e = np.asarray(e)
-    return np.where(e < -126, F(0), pow2(np.minimum(e, 127))).astype(F)
-
-
-def pow2_to_subnormal(e):
-    e = np.asarray(e)
-    return np.where(e < -149, F(0), pow2(np.clip(e, -149, 127))).astype(F)
-
-
-def mul(a, b):
-    with np.errstate(**ERR):
-        return (f32(a) * f32(b)).astype(F)
-
-
-def add(a, b):
-    with np.errstate(**ERR):
-        return (f32(a) + f32(b)).astype(F)
-
-
-def fma(a, b, c):
-    with np.errstate(**ERR):
-        return (f32(a).astype(np.float64) * f32(b).astype(np.float64)
-                + f32(c).astype(np.float64)).astype(F)
-
-
-def scale_down(x, e):
-    e = np.asarray(e)
-    first = np.maximum(e, -126)
-    return mul(mul(x, pow2(first)), pow2(np.maximum(e - first, -126)))
 
 
 def max_nan(a, b):
     return np.where(np.isnan(a) | np.isnan(b), F(np.nan), np.maximum(a, b)).astype(F)
-
-
-def shfl_up(x):  # width G, delta 1: lane 0 keeps its own
-    y = x.copy()
-    y[:, 1:] = x[:, :-1]
-    return y
-
-
-def shfl_down(x):
-    y = x.copy()
-    y[:, :-1] = x[:, 1:]
-    return y
 
 
 def log_space(z, k, t):
