@@ -1,0 +1,523 @@
+"""A float32 emulation of a PROPOSED affine forward without grad at t > 0 in probability space (not
+in the library; session 37), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes
+an item, R rows a lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k)
+between rows constant through a chunk, every row renormalised at each chunk's start, local ends
+with an exponent of their own; written in the style of tools/scaled_emulation.py with
+tools/f32_intrinsics.py's arithmetic. run(...) returns (score, refused, why) per item; refused
+items' scores are the scaled sweep's (a kernel would redo them in log space). The design, its
+refusal rules and the fuzz figures: notes/scaled-forward-plan.md, "Affine scaled forward:
+emulation (session 37)".
+
+The cell (affine_probability_math.py), in a row's scale 2^k (z = value / 2^k):
+    A = E (1 [local] + D_diag)   X = U_up   Y = L_left
+    D = A + X + Y                U = O A + F X           L = O (A + X) + F Y
+E = exp2(s log2(e) / t), O = exp2(o_c), F = exp2(e_c), o_c = o log2(e) / t, e_c likewise.
+A row keeps two floats between steps: y (its L at the last column: the next column's Y) and dd
+(its D at the last column: the next row's diagonal); a lane hands down U and D of its last row
+(two shuffles a step). `variant`:
+  "shared": A, X, Y of a row share its k, renormalised on D at each chunk's start.
+  "split":  as "shared", but X and U carry an exponent of their own (kx, renormalised on the
+            last U of the chunk before), handed down by a third shuffle once a chunk.
+Refusal rules (names as in `why`; `off` switches any of them off, to show it is needed):
+  gap     max(|o_c|, |e_c|) beyond 96 / kW, or NaN (the row's D falls by at most min(O, F) a
+          column: no D of a chunk below 2^-96 of its start, [1, 2))
+  score   some score inside the item with s log2(e) / t < -126 (E would flush: ex2.ftz), -inf
+          included (NaN is left to the end): one FMNMX a cell (scale-free), tested at the end
+  vgap    some U(i, j), 1 <= i < m, 1 <= j <= n, below 2^theta_u in its row's (variant split:
+          its kx) scale: one FMNMX a cell, tested once a chunk. U is the only value a row hands
+          on that has no lower bound against the row's top (Y is never followed by X)
+  loses   at a chunk's start, neighbouring rows' k so far apart that the factor would be clamped
+          (> 120), or (global) the row above's D could leave float's normal range in this row's
+          scale within the chunk (k_above - k < -(126 - kW gb)); split: also |k - kx| > 102
+  diag    global: the first step's diagonal (row above at j0 - 1) not normal after the chunk's
+          rescale (unless 0)
+  one     local, some row inside with k > 120: A = E (2^-k + d) drops the 1 past k = 126 and
+          takes d's subnormal rounding; refused unless 2^(xmax + 20 + max(0, kmax - 149)) is
+          within 2^-24 of the end (xmax: the largest s log2(e) / t inside, one FMNMX a cell)
+  end     local: the sum or max not finite, or a row's k (rows inside, any chunk) more than 100
+          above log2 of the item's end (gaps that pay: A far below its row's D); global:
+          D(m, n) not in [2^-100, inf) (NaN too)
+The split variant has a hole the fuzz did not find (notes): A's subnormal rounding in the row's
+scale, times O 2^(k - kx), is not bounded by its U test.
+
+    SOFTALIGN_LIBRARY=build/libsoftalign.so python3 tools/affine_scaled_emulation.py --seconds 300
+"""
+import math
+
+import numpy as np
+
+from f32_intrinsics import (F, KFAC, KTINY, LN2, ex2, factor, fma, mul, add, pow2, pow2_or_zero,
+                            pow2_to_subnormal, scale_down, shfl_up)
+
+LOG2E = 1.4426950408889634
+RULES = ("gap", "score", "vgap", "loses", "diag", "one", "end")
+K_END = 100  # rule "end": a row's k at most this above log2 of the local end
+
+
+def _renorm(z):
+    """z to [1, 2) where normal: (z', e) with z = z' 2^e (e = 0 where z is not normal)."""
+    bits = z.view(np.uint32).astype(np.int64)
+    normal = (bits - 0x00800000 >= 0) & (bits - 0x00800000 < 0x7e800000)
+    e = np.where(normal, (bits >> 23) - 127, 0)
+    zn = np.where(normal, ((bits & 0x007fffff) | 0x3f800000).astype(np.uint32).view(F), z)
+    return zn.astype(F), e
+
+
+def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, variant="shared",
+        off=(), theta_u=-100, stats=None):
+    """S: (B, M, N) float64 (M <= G R); o, e: (B,) penalties; m, n: (B,) lengths."""
+    assert S.shape[1] <= G * R
+    local = mode == "local"
+    soft = local and reduction == "soft"
+    split = variant == "split"
+    B, M, N = S.shape
+    scale = F(LOG2E / t)
+    l = np.arange(G)[None, :]
+    one_g = np.ones((1, G), F)
+    with np.errstate(all="ignore"):
+        o_c = (np.asarray(o, F) * scale).astype(F)[:, None] * one_g
+        e_c = (np.asarray(e, F) * scale).astype(F)[:, None] * one_g
+    bad = {r: np.zeros((B, G), bool) for r in RULES}
+    gbf = np.maximum(np.abs(o_c), np.abs(e_c))
+    bad["gap"] = ~(gbf <= F(96 // kW))
+    o_c = np.where(bad["gap"], F(0), o_c).astype(F)
+    e_c = np.where(bad["gap"], F(0), e_c).astype(F)
+    gbf = np.where(bad["gap"], F(0), gbf)
+    O, Fe = ex2(o_c), ex2(e_c)
+    gbi = np.ceil(gbf).astype(np.int64)
+    below_global = 126 - kW * gbi
+    mm = m[:, None] * np.ones((1, G), int)
+    nn = n[:, None] * np.ones((1, G), int)
+    valid = (mm > 0) & (nn > 0)
+    first_row = l * R + 1
+    rows_inside = np.clip(mm - l * R, 0, R)
+    # scores: x = s scale at (i, j) inside the item, 0 elsewhere (E = 1)
+    Sp = np.zeros((B, G * R + 1, N + 1 + kW * 4 + G), F)
+    ii = np.arange(1, M + 1)[None, :, None]
+    jj = np.arange(1, N + 1)[None, None, :]
+    inside_ij = (ii <= m[:, None, None]) & (jj <= n[:, None, None])
+    Sp[:, 1:M + 1, 1:N + 1] = np.where(inside_ij, S, 0).astype(F)
+    X_all = mul(Sp, scale)
+    E_all = ex2(X_all)
+    bi = np.arange(B)[:, None]
+
+    zeros = lambda: np.zeros((R, B, G), F)  # noqa: E731
+    k = np.zeros((R, B, G), np.int64)
+    dd, y = zeros(), zeros()  # the row's D and L at its last column
+    czD, czL, czU = zeros(), zeros(), zeros()  # column 0 (and before), in the row's scale
+    if not local:
+        for r in range(R):
+            c = fma(F(1) * (first_row + r - 1).astype(F), e_c, o_c)  # log2 X(i, 0)
+            k[r] = np.floor(c).astype(np.int64)
+            czD[r] = np.minimum(ex2(add(c, -k[r].astype(F))), F(1.9999999))
+            czL[r] = mul(O, czD[r])  # Y(i, 1) = O X(i, 0)
+            czU[r] = mul(Fe, czD[r])  # X(i + 1, 0) (the row below takes its own boundary)
+            dd[r], y[r] = czD[r], czL[r]
+    kx = k.copy()  # split: X and U's exponent
+    ka = k.copy()
+    kmax = np.where(np.arange(R)[:, None, None] < rows_inside[None], k, -(1 << 40))
+    one = np.ones((R, B, G), F)
+    to_acc = np.ones((R, B, G), F)
+    acc = zeros()
+    uu = czU.copy()  # each row's U at its last column
+    diag = np.zeros((B, G), F)
+
+    def set_factors():
+        fa, fx, ox, xk = (np.ones((R, B, G), F) for _ in range(4))
+        for r in range(R):
+            if r > 0:
+                fa[r] = factor(k[r - 1] - k[r])
+                fx[r] = factor(kx[r - 1] - kx[r])
+            if split:  # O 2^(k - kx) (A into U's scale), 2^(kx - k) (X into the row's)
+                ox[r] = mul(O, factor(k[r] - kx[r]))
+                xk[r] = factor(kx[r] - k[r])
+        return fa, fx, ox, xk
+
+    fa, fx, ox, xk = set_factors()
+    final_value = np.zeros((B, G), np.float64)
+    has_final = np.zeros((B, G), bool)
+    alive = valid[:, 0] & ~bad["gap"][:, 0]
+    steps = int(np.max(np.where(alive, n + G, 0), initial=0))
+
+    def loses(dk, kk_):
+        # local: what a subnormal d or a dropped 1 costs A is bounded at the end (rule "one")
+        below = np.where(local, 1 << 30, below_global)
+        return (dk > KFAC) | (dk < -below)
+
+    def kx_apart(r):  # split: the row's two exponents so far apart that O 2^(k - kx) or 2^(kx - k)
+        d = k[r] - kx[r]  # would be clamped, or U's A part could leave the normal range
+        return (d > 126 - 24) | (d < -(126 - 24))
+
+    xmin = np.full((B, G), np.inf, F)  # over the sweep: x = s scale of the cells inside
+    xmax = np.full((B, G), -np.inf, F)
+    kk = 0
+    while kk * kW < steps:
+        j0 = kk * kW - l
+        cells_ahead = (rows_inside > 0) & (j0 + kW - 1 >= 1) & (j0 <= nn) & valid
+        ends_open = j0 <= nn
+        if kk > 0:
+            k0 = k[0].copy()
+            for r in range(R):
+                dd[r], ex = _renorm(dd[r])
+                y[r] = mul(y[r], pow2(-ex))
+                k[r] += ex
+                if split:  # U on its own: kx to its last U's exponent
+                    uu[r], exx = _renorm(uu[r])
+                    kx[r] += exx
+                else:  # (the kernel needs only the last row's: the lane below takes it)
+                    uu[r] = mul(uu[r], pow2(-ex))
+                ins_r = cells_ahead & (r < rows_inside)
+                kmax[r] = np.where(ins_r, np.maximum(kmax[r], k[r]), kmax[r])
+                if local:
+                    one[r] = pow2_or_zero(-k[r])
+                    upd = ends_open & (r < rows_inside)
+                    acc[r] = np.where(upd, scale_down(acc[r], ka[r] - np.maximum(ka[r], k[r])), acc[r])
+                    ka[r] = np.where(upd, np.maximum(ka[r], k[r]), ka[r])
+                    to_acc[r] = pow2_to_subnormal(k[r] - ka[r])
+            diag_before = diag
+            diag = mul(diag, pow2(k0 - k[0]))
+            fa, fx, ox, xk = set_factors()
+            for r in range(1, R):
+                bad["loses"] |= cells_ahead & (r < rows_inside) & loses(k[r - 1] - k[r], k[r])
+            if not local:  # (local: rule "one")
+                ok = (diag >= F(2.0 ** -126)) | (diag_before == 0)
+                bad["diag"] |= cells_ahead & (j0 >= 1) & ~ok
+        if split:
+            for r in range(R):
+                bad["loses"] |= cells_ahead & (r < rows_inside) & kx_apart(r)
+        up_u = shfl_up(uu[R - 1])
+        up_d = shfl_up(dd[R - 1])
+        k_above = shfl_up(k[R - 1])
+        kx_above = shfl_up(kx[R - 1])
+        fla = factor(k_above - k[0])
+        flx = factor(kx_above - kx[0])
+        if local:  # lane 0's row above is DP row 0, all 0: A = E 2^-k, the 1 dropped past k = 126
+            bad["loses"] |= cells_ahead & (l > 0) & loses(k_above - k[0], k[0])
+        else:
+            c_row0 = np.where(j0 - 1 >= 1, fma((j0 - 2).astype(F), e_c, o_c), F(0))
+            k_row0 = np.floor(c_row0).astype(np.int64)
+            bad["loses"] |= cells_ahead & loses(np.where(l == 0, k_row0, k_above) - k[0], k[0])
+            o_k0 = add(o_c, -k[0].astype(F))  # once a chunk: row 0's O F^(j - 1) in row 1's scale
+        umin = np.full((B, G), np.inf, F)
+        for w in range(kW):
+            j = j0 + w
+            if local:
+                row0_d = np.zeros((B, G), F)
+            else:
+                row0_d = ex2(np.where(j >= 1, fma((j - 1).astype(F), e_c, o_k0), -k[0].astype(F)))
+            u = np.where(l == 0, F(0), mul(up_u, flx if split else fla)).astype(F)
+            d = diag
+            diag = np.where(l == 0, row0_d, mul(up_d, fla)).astype(F)
+            column_inside = (j >= 1) & (j <= nn)
+            jc = np.clip(j, 0, Sp.shape[2] - 1)
+            for r in range(R):
+                i = first_row + r
+                ib = np.broadcast_to(i, (B, G))
+                E = E_all[bi, ib, jc]
+                xs = X_all[bi, ib, jc]
+                ins = column_inside & (r < rows_inside)
+                E = np.where(ins, E, F(1))
+                a = mul(E, add(one[r], d)) if local else mul(E, d)
+                if split:
+                    xr = mul(u, xk[r])  # X in the row's scale
+                    ax = add(a, xr)
+                    U = fma(ox[r], a, mul(Fe, u))
+                else:
+                    ax = add(a, u)
+                    U = fma(O, a, mul(Fe, u))
+                Dn = add(ax, y[r])
+                L = fma(O, ax, mul(Fe, y[r]))
+                at0 = j <= 0
+                Dn = np.where(at0, czD[r], Dn).astype(F)
+                L = np.where(at0, czL[r], L).astype(F)
+                U = np.where(at0, mul(czU[r], factor(k[r] - kx[r])) if split else czU[r], U).astype(F)
+                xmin = np.where(ins, np.fmin(xmin, xs), xmin)
+                xmax = np.where(ins, np.fmax(xmax, xs), xmax)
+                umin = np.where(ins & (i < mm), np.fmin(umin, U), umin)
+                if local:
+                    mine = mul(a, to_acc[r])
+                    addv = np.where(ins, mine, F(0))
+                    if soft:
+                        acc[r] = add(acc[r], addv)
+                    else:
+                        acc[r] = np.where(np.isnan(acc[r]) | np.isnan(addv), np.nan,
+                                          np.maximum(acc[r], addv)).astype(F)
+                old = dd[r].copy()
+                dd[r], y[r], uu[r] = Dn, L, U
+                if r + 1 < R:
+                    u = mul(U, fx[r + 1] if split else fa[r + 1])
+                    d = mul(old, fa[r + 1])
+            if not local:
+                hit = (j == nn) & (mm > l * R) & (mm <= l * R + R)
+                for r in range(R):
+                    h = hit & (first_row + r == mm)
+                    zr = dd[r]
+                    bad["end"] |= h & ~((zr >= KTINY) & (zr < np.inf))
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        fv = np.float64(t) * LN2 * (np.log2(zr.astype(np.float64)) + k[r])
+                    final_value = np.where(h, fv, final_value)
+                has_final |= hit
+            up_u = shfl_up(uu[R - 1])
+            up_d = shfl_up(dd[R - 1])
+        bad["vgap"] |= ~(umin >= F(2.0 ** theta_u))
+        kk += 1
+
+    bad["score"] |= ~(xmin >= F(-126))
+    if local:
+        top = ka.max(axis=0)
+        total = np.zeros((B, G), F)
+        for r in range(R):
+            xv = scale_down(acc[r], ka[r] - top)
+            if soft:
+                total = add(total, xv)
+            else:
+                total = np.where(np.isnan(total) | np.isnan(xv), np.nan, np.maximum(total, xv)).astype(F)
+        bad["end"] |= ~(total < np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            best = np.float64(t) * np.log(2) * (np.log2(total.astype(np.float64)) + top)
+        has = total > 0
+        with np.errstate(all="ignore"):
+            if soft:
+                mx = np.max(np.where(has, best, 0.0), axis=1, keepdims=True)
+                mx = np.maximum(mx, 0.0)
+                s = np.exp(-mx[:, 0] / t) + np.sum(np.where(has, np.exp((best - mx) / t), 0.0), axis=1)
+                score = mx[:, 0] + t * np.log(s)
+            else:
+                score = np.maximum(np.max(np.where(has, best, 0.0), axis=1), 0.0)
+            kmax_item = kmax.max(axis=(0, 2))
+            far = ~(kmax_item - score / (t * math.log(2)) <= K_END)
+            bad["end"] |= far[:, None] & valid
+            # rule "one": A = E (2^-k + d) drops the 1 past k = 126 and takes d's rounding
+            # (2^-149 where subnormal): at most cells 2^xmax (1 + 2^(k - 149)) in all, which must
+            # be 2^-24 of the end
+            xmax_item = np.where(np.isnan(xmax), np.inf, xmax).max(axis=1).astype(np.float64)
+            lost = xmax_item + 20 + np.maximum(0, kmax_item - 149)
+            bad["one"] |= ((kmax_item > 120) & ~(lost <= score / (t * math.log(2)) - 24))[:, None] & valid
+    else:
+        score = np.sum(np.where(has_final, final_value, 0), axis=1).astype(np.float64)
+    why = {r: (bad[r].any(axis=1) & valid[:, 0]) for r in RULES}
+    refused = np.zeros(B, bool)
+    for r in RULES:
+        if r not in off:
+            refused |= why[r]
+    if "gap" in off:  # a gap past the bound was swept with gap 0: not a result
+        refused |= why["gap"]
+    return score, refused, why
+
+
+# ---------------------------------------------------------------------------------------------
+# The fuzz: problems from generators (ordinary and adversarial), the items the emulation takes
+# against the CPU backend in float64, a miss as in tools/scaled_emulation.py (|got - want| >
+# 2e-4 + 2e-4 |want|; NaN is a miss).
+
+GENERATORS = ("ordinary", "negrows", "vchain", "gapruns", "paying", "temps", "range", "special")
+
+
+def _diag(rng, S, t, lo=1, hi=30):
+    B, M, N = S.shape
+    for b in range(B):
+        if rng.random() < 0.5:
+            L = int(rng.integers(1, min(M, N) + 1))
+            i0, j0 = int(rng.integers(0, M - L + 1)), int(rng.integers(0, N - L + 1))
+            S[b, np.arange(i0, i0 + L), np.arange(j0, j0 + L)] = float(rng.uniform(lo, hi)) * t
+
+
+def _gaps(rng, B, t, gb):
+    """o, e per item with |o|, |e| log2(e) / t mostly within gb (some past it)."""
+    o = -rng.uniform(0, 1.1, B) * gb * t / LOG2E
+    e = o * rng.choice([0.02, 0.1, 0.5, 1.0, 1.5], B)
+    return o, e
+
+
+def problem(rng, gen, rows, N_max=120):
+    """(S, o, e, t, mode, reduction, m, n) for generator `gen`, M <= rows."""
+    B = 32
+    M, N = int(rng.integers(1, rows + 1)), int(rng.integers(1, N_max + 1))
+    mode, reduction = str(rng.choice(["local", "global"])), str(rng.choice(["max", "soft"]))
+    t = float(rng.choice([0.1, 0.25, 0.5, 1.0, 3.0]))
+    gb = float(rng.choice([3, 12, 24]))
+    o, e = _gaps(rng, B, t, gb)
+    S = rng.normal(0, float(rng.choice([0.5, 1, 3])), (B, M, N)) + float(rng.choice([-2, 0, 0.5]))
+    if gen == "ordinary":
+        _diag(rng, S, t)
+    elif gen == "negrows":  # rows of very negative scores (E tiny or flushed)
+        _diag(rng, S, t)
+        x = rng.uniform(-135, -30, (B, M, 1)) * t / LOG2E
+        pick = rng.random((B, M, 1)) < 0.5
+        S = np.where(pick, x + rng.normal(0, 0.01, (B, M, N)) * t, S)
+        if rng.random() < 0.5:
+            t = 0.1
+            S = np.where(pick, -10.0, S)
+            o = np.full(B, -float(rng.choice([1.0, 0.5, 0.8]))) + 0 * o
+    elif gen == "vchain":  # Y leads a row, its U is ~2^-130 of it, the rows below let only X down
+        S[:] = rng.uniform(-125, -100, (B, M, N)) * t / LOG2E
+        for b in range(B):
+            if M < 3 or N < 4:
+                continue
+            i0 = int(rng.integers(0, M - 2))
+            j1 = int(rng.integers(0, N - 3))
+            jd = int(rng.integers(j1 + 1, N - 1))  # the column the X chain takes
+            i1 = int(rng.integers(i0 + 2, M))
+            if i0 > 0:
+                S[b, i0 - 1, j1 - 1 if j1 > 0 else 0] = float(rng.uniform(20, 60)) * t / LOG2E
+            S[b, i0, j1] = float(rng.uniform(40, 90)) * t / LOG2E
+            S[b, i0, jd] = float(rng.uniform(-70, 0)) * t / LOG2E
+            S[b, i1, min(jd + 1, N - 1)] = float(rng.uniform(60, 110)) * t / LOG2E
+        o = -rng.uniform(1, 8, B) * t / LOG2E
+        e = -rng.uniform(0.05, 1, B) * t / LOG2E
+    elif gen == "gapruns":  # diagonals joined by long gaps, e much less negative than o
+        S = rng.normal(-1, 0.5, (B, M, N)) * t
+        for b in range(B):
+            for _ in range(int(rng.integers(1, 4))):
+                L = int(rng.integers(1, max(2, min(M, N) // 2) + 1))
+                L = min(L, M, N)
+                i0, j0 = int(rng.integers(0, M - L + 1)), int(rng.integers(0, N - L + 1))
+                S[b, np.arange(i0, i0 + L), np.arange(j0, j0 + L)] = float(rng.uniform(2, 20)) * t
+        o = -rng.uniform(0.5, 1.0, B) * gb * t / LOG2E
+        e = o * rng.uniform(0.001, 0.1, B)
+    elif gen == "paying":  # o > 0 or e > 0
+        _diag(rng, S, t)
+        o = rng.uniform(-1, 1, B) * gb * t / LOG2E
+        e = rng.uniform(-1, 1, B) * gb * t / LOG2E
+        if rng.random() < 0.3:
+            S = S - float(rng.uniform(5, 80)) * t
+    elif gen == "temps":
+        t = float(rng.choice([0.01, 0.02, 0.05, 10.0, 30.0, 100.0]))
+        S = S * float(rng.choice([0.01, 1, 10, 100]))
+        _diag(rng, S, t)
+        o, e = _gaps(rng, B, t, gb)
+        if rng.random() < 0.5:
+            o, e = o * 0 - 1.0, e * 0 - 0.5
+    elif gen == "range":  # s log2(e) / t near exp2's limits
+        x = np.where(rng.random((B, M, N)) < 0.5, rng.uniform(-135, -110, (B, M, N)),
+                     rng.uniform(-20, 20, (B, M, N)))
+        hot = rng.random((B, M, N)) < float(rng.choice([0.0, 0.02, 0.1]))
+        x = np.where(hot, rng.uniform(60, 135, (B, M, N)), x)
+        S = x * t / LOG2E
+    elif gen == "special":
+        _diag(rng, S, t)
+        for val in (-np.inf, np.inf, np.nan):
+            S = np.where(rng.random((B, M, N)) < float(rng.choice([0.0, 0.01, 0.1])), val, S)
+        for arr in (o, e):
+            arr[rng.random(B) < 0.1] = rng.choice([-np.inf, np.inf, np.nan])
+    m, n = rng.integers(0, M + 1, B), rng.integers(0, N + 1, B)
+    m[0], n[0] = M, N
+    return S, o, e, t, mode, reduction, m, n
+
+
+def reference(S, o, e, t, mode, reduction, m, n):
+    import torch
+    import softalign
+    with torch.no_grad():
+        return softalign.smith_waterman(
+            torch.tensor(S), gap_open=torch.tensor(o), gap_extend=torch.tensor(e), temperature=t,
+            mode=mode, reduction=reduction, lengths_a=torch.tensor(m),
+            lengths_b=torch.tensor(n)).numpy()
+
+
+def _setup():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+
+def fuzz(seconds, seed, gens, G, R, kW, variant, off, theta_u, N_max):
+    import time
+    _setup()
+    rng = np.random.default_rng(seed)
+    tot = dict(problems=0, items=0, taken=0, wrong=0, refused=0)
+    by_rule = {r: 0 for r in RULES}
+    per_gen = {g: [0, 0, 0] for g in gens}  # taken, wrong, items
+    start = time.time()
+    while time.time() - start < seconds:
+        gen = gens[tot["problems"] % len(gens)]
+        S, o, e, t, mode, reduction, m, n = problem(rng, gen, G * R, N_max)
+        with np.errstate(all="ignore"):
+            score, refused, why = run(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, off,
+                                      theta_u)
+        want = reference(S, o, e, t, mode, reduction, m, n)
+        items = (m > 0) & (n > 0)
+        taken = items & ~refused
+        with np.errstate(all="ignore"):
+            miss = taken & ~(np.abs(score - want) <= 2e-4 + 2e-4 * np.abs(want))
+        tot["problems"] += 1
+        tot["items"] += int(items.sum())
+        tot["taken"] += int(taken.sum())
+        tot["refused"] += int((items & refused).sum())
+        tot["wrong"] += int(miss.sum())
+        per_gen[gen][0] += int(taken.sum())
+        per_gen[gen][1] += int(miss.sum())
+        per_gen[gen][2] += int(items.sum())
+        for r in RULES:
+            by_rule[r] += int((items & why[r]).sum())
+        for b in np.nonzero(miss)[0][:3]:
+            print(f"wrong: {gen} {mode} {reduction} t={t} (M, N)={S.shape[1:]} m={m[b]} n={n[b]} "
+                  f"o={o[b]:.4g} e={e[b]:.4g}: {score[b]!r} vs {want[b]!r}", flush=True)
+    print(f"seed {seed} G={G} R={R} kW={kW} {variant} off={list(off)} theta_u={theta_u}: "
+          f"{tot['problems']} problems, {tot['items']} items, {tot['taken']} taken, "
+          f"{tot['wrong']} wrong, {tot['refused']} refused", flush=True)
+    print("  refused by rule (an item may count under several): " +
+          ", ".join(f"{r} {c}" for r, c in by_rule.items()))
+    print("  per generator (taken / wrong / items): " +
+          ", ".join(f"{g} {v[0]}/{v[1]}/{v[2]}" for g, v in per_gen.items()), flush=True)
+    return tot["wrong"]
+
+
+def rates(G, R, kW, variant, theta_u, seed=1, batches=4, temps=(1.0, 0.1)):
+    """Refusal rates on ordinary inputs: N(0, 1) scores, o = -1, e = -0.5, t = 1 and 0.1,
+    local max, local soft, global; 32 x 32 and 32 x 256 / 32 x 1024 items, full lengths."""
+    _setup()
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in temps:
+        for N in (32, 256, 1024):
+            for mode, reduction in (("local", "max"), ("local", "soft"), ("global", "max")):
+                ref = tak = wrong = 0
+                why_n = {r: 0 for r in RULES}
+                for _ in range(batches if N < 1024 else 1):
+                    B = 32
+                    S = rng.normal(0, 1, (B, min(32, G * R), N))
+                    o, e = np.full(B, -1.0), np.full(B, -0.5)
+                    m, n = np.full(B, S.shape[1]), np.full(B, N)
+                    with np.errstate(all="ignore"):
+                        score, refused, why = run(S, o, e, t, m, n, mode, reduction, G, R, kW,
+                                                  variant, (), theta_u)
+                    want = reference(S, o, e, t, mode, reduction, m, n)
+                    ref += int(refused.sum())
+                    tak += int((~refused).sum())
+                    with np.errstate(all="ignore"):
+                        wrong += int((~refused & ~(np.abs(score - want) <= 2e-4 + 2e-4 * np.abs(want))).sum())
+                    for r in RULES:
+                        why_n[r] += int(why[r].sum())
+                tot = ref + tak
+                rows.append((t, N, mode, reduction, ref, tot, wrong, why_n))
+                print(f"  t={t} {S.shape[1]}x{N} {mode} {reduction}: refused {ref}/{tot} "
+                      f"({100.0 * ref / tot:.1f}%), wrong {wrong}; by rule " +
+                      " ".join(f"{r}={c}" for r, c in why_n.items() if c), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    import argparse
+    import warnings
+    warnings.simplefilter("ignore")
+    p = argparse.ArgumentParser(description="fuzz the emulated affine scaled forward against the CPU")
+    p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gens", default=",".join(GENERATORS))
+    p.add_argument("--G", type=int, default=16)
+    p.add_argument("--R", type=int, default=2)
+    p.add_argument("--kW", type=int, default=8)
+    p.add_argument("--variant", default="shared", choices=["shared", "split"])
+    p.add_argument("--off", default="", help="rules switched off, comma-separated")
+    p.add_argument("--theta-u", type=int, default=-100)
+    p.add_argument("--N-max", type=int, default=120)
+    p.add_argument("--rates", action="store_true", help="refusal rates on ordinary inputs")
+    p.add_argument("--temps", default="1,0.1", help="--rates: temperatures")
+    a = p.parse_args()
+    off = tuple(x for x in a.off.split(",") if x)
+    if a.rates:
+        rates(a.G, a.R, a.kW, a.variant, a.theta_u, temps=[float(x) for x in a.temps.split(",")])
+        raise SystemExit(0)
+    raise SystemExit(1 if fuzz(a.seconds, a.seed, a.gens.split(","), a.G, a.R, a.kW, a.variant,
+                               off, a.theta_u, a.N_max) else 0)
