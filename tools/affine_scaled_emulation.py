@@ -46,21 +46,12 @@ import math
 
 import numpy as np
 
-from f32_intrinsics import (F, KFAC, KTINY, LN2, ex2, factor, fma, mul, add, pow2, pow2_or_zero,
-                            pow2_to_subnormal, scale_down, shfl_up)
+from f32_intrinsics import (F, KFAC, KTINY, LN2, add, ex2, factor, fma, follow_k, local_score, mul,
+                            pow2, rows_total, shfl_up, unit_mantissa)
 
 LOG2E = 1.4426950408889634
 RULES = ("gap", "score", "vgap", "loses", "diag", "one", "end")
 K_END = 100  # rule "end": a row's k at most this above log2 of the local end
-
-
-def _renorm(z):
-    """z to [1, 2) where normal: (z', e) with z = z' 2^e (e = 0 where z is not normal)."""
-    bits = z.view(np.uint32).astype(np.int64)
-    normal = (bits - 0x00800000 >= 0) & (bits - 0x00800000 < 0x7e800000)
-    e = np.where(normal, (bits >> 23) - 127, 0)
-    zn = np.where(normal, ((bits & 0x007fffff) | 0x3f800000).astype(np.uint32).view(F), z)
-    return zn.astype(F), e
 
 
 def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, variant="shared",
@@ -158,22 +149,19 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
         if kk > 0:
             k0 = k[0].copy()
             for r in range(R):
-                dd[r], ex = _renorm(dd[r])
+                dd[r], ex = unit_mantissa(dd[r])
                 y[r] = mul(y[r], pow2(-ex))
                 k[r] += ex
                 if split:  # U on its own: kx to its last U's exponent
-                    uu[r], exx = _renorm(uu[r])
+                    uu[r], exx = unit_mantissa(uu[r])
                     kx[r] += exx
                 else:  # (the kernel needs only the last row's: the lane below takes it)
                     uu[r] = mul(uu[r], pow2(-ex))
                 ins_r = cells_ahead & (r < rows_inside)
                 kmax[r] = np.where(ins_r, np.maximum(kmax[r], k[r]), kmax[r])
                 if local:
-                    one[r] = pow2_or_zero(-k[r])
-                    upd = ends_open & (r < rows_inside)
-                    acc[r] = np.where(upd, scale_down(acc[r], ka[r] - np.maximum(ka[r], k[r])), acc[r])
-                    ka[r] = np.where(upd, np.maximum(ka[r], k[r]), ka[r])
-                    to_acc[r] = pow2_to_subnormal(k[r] - ka[r])
+                    one[r], acc[r], ka[r], to_acc[r] = follow_k(k[r], acc[r], ka[r],
+                                                                ends_open & (r < rows_inside))
             diag_before = diag
             diag = mul(diag, pow2(k0 - k[0]))
             fa, fx, ox, xk = set_factors()
@@ -264,26 +252,10 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
 
     bad["score"] |= ~(xmin >= F(-126))
     if local:
-        top = ka.max(axis=0)
-        total = np.zeros((B, G), F)
-        for r in range(R):
-            xv = scale_down(acc[r], ka[r] - top)
-            if soft:
-                total = add(total, xv)
-            else:
-                total = np.where(np.isnan(total) | np.isnan(xv), np.nan, np.maximum(total, xv)).astype(F)
+        total, top = rows_total(acc, ka, soft)
         bad["end"] |= ~(total < np.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            best = np.float64(t) * np.log(2) * (np.log2(total.astype(np.float64)) + top)
-        has = total > 0
+        score = local_score(total, top, t, soft)
         with np.errstate(all="ignore"):
-            if soft:
-                mx = np.max(np.where(has, best, 0.0), axis=1, keepdims=True)
-                mx = np.maximum(mx, 0.0)
-                s = np.exp(-mx[:, 0] / t) + np.sum(np.where(has, np.exp((best - mx) / t), 0.0), axis=1)
-                score = mx[:, 0] + t * np.log(s)
-            else:
-                score = np.maximum(np.max(np.where(has, best, 0.0), axis=1), 0.0)
             kmax_item = kmax.max(axis=(0, 2))
             far = ~(kmax_item - score / (t * math.log(2)) <= K_END)
             bad["end"] |= far[:, None] & valid

@@ -24,15 +24,11 @@ taken: 13 wrong before the fix, none after):
 import numpy as np
 
 from f32_intrinsics import (ERR, F, G, KFAC, KGAP, KTINY, KW, LN2, R, add, ex2, f32, factor, fma,
-                            lg2, mul, pow2, pow2_or_zero, pow2_to_subnormal, scale_down, shfl_down,
-                            shfl_up)
+                            follow_k, lg2, max_nan, mul, pow2, pow2_or_zero, pow2_to_subnormal,
+                            rows_total, scale_down, shfl_down, shfl_up, unit_mantissa)
 
 KEEPC, KEEPW = 32, 33
 LOG2E = F(1.4426950408889634)
-
-
-def max_nan(a, b):
-    return np.where(np.isnan(a) | np.isnan(b), F(np.nan), np.maximum(a, b)).astype(F)
 
 
 def log_space(z, k, t):
@@ -111,18 +107,11 @@ def run(S, g, t, m, n, mode="local", reduction="soft", steps=None):
             k0 = k[0].copy()
             ends_open = j0 <= n
             for r in range(R):
-                bits = z[r].view(np.uint32).astype(np.int64)
-                normal = (bits - 0x00800000 >= 0) & (bits - 0x00800000 < 0x7e800000)
-                e = np.where(normal, (bits >> 23) - 127, 0)
-                z[r] = np.where(normal, ((bits & 0x007fffff) | 0x3f800000).astype(np.uint32).view(F),
-                                z[r])
+                z[r], e = unit_mantissa(z[r])
                 k[r] += e
                 if local:
-                    one[r] = pow2_or_zero(-k[r])
-                    o = ends_open & (r < rows_inside)
-                    acc[r] = np.where(o, scale_down(acc[r], ka[r] - np.maximum(ka[r], k[r])), acc[r])
-                    ka[r] = np.where(o, np.maximum(ka[r], k[r]), ka[r])
-                    to_acc[r] = pow2_to_subnormal(k[r] - ka[r])
+                    one[r], acc[r], ka[r], to_acc[r] = follow_k(k[r], acc[r], ka[r],
+                                                                ends_open & (r < rows_inside))
             diag = mul(diag, pow2(k0 - k[0]))
             from_above = set_factors()
             for r in range(1, R):
@@ -185,11 +174,7 @@ def run(S, g, t, m, n, mode="local", reduction="soft", steps=None):
     total_z = np.ones((B, G), F)
     total_k = np.zeros((B, G), np.int64)
     if local:
-        top = ka.max(axis=0)
-        total = np.zeros((B, G), F)
-        for r in range(R):
-            x = scale_down(acc[r], ka[r] - top)
-            total = add(total, x) if soft else max_nan(total, x)
+        total, top = rows_total(acc, ka, soft)
         bad |= ~(total < np.inf)
         if soft:
             total_k = np.max(top, axis=1, keepdims=True) * np.ones((1, G), np.int64)

@@ -11,8 +11,8 @@ taken, no miss; the kernel before the review's fixes missed once in 7,600 proble
 """
 import numpy as np
 
-from f32_intrinsics import (F, G, KFAC, KGAP, KTINY, KW, LN2, R, ex2, factor, fma, mul, pow2,
-                            pow2_or_zero, pow2_to_subnormal, scale_down, shfl_up)
+from f32_intrinsics import (F, G, KFAC, KGAP, KTINY, KW, LN2, R, ex2, factor, fma, follow_k,
+                            local_score, mul, pow2, rows_total, shfl_up, unit_mantissa)
 
 LOG2E = 1.4426950408889634  # a float64: the kernel's scale rounds once, F(LOG2E / t)
 
@@ -78,16 +78,10 @@ def run(S, g, t, m, n, mode="local", reduction="soft"):
         if kk > 0:
             k0 = k[0].copy()
             for r in range(R):
-                bits = z[r].view(np.uint32)
-                normal = (bits.astype(np.int64) - 0x00800000 >= 0) & (bits.astype(np.int64) - 0x00800000 < 0x7e800000)
-                e = np.where(normal, (bits >> 23).astype(np.int64) - 127, 0)
-                z[r] = np.where(normal, ((bits & 0x007fffff) | 0x3f800000).astype(np.uint32).view(F), z[r])
+                z[r], e = unit_mantissa(z[r])
                 k[r] += e
                 if local:
-                    one[r] = pow2_or_zero(-k[r])
-                    acc[r] = scale_down(acc[r], ka[r] - np.maximum(ka[r], k[r]))
-                    ka[r] = np.maximum(ka[r], k[r])
-                    to_acc[r] = pow2_to_subnormal(k[r] - ka[r])
+                    one[r], acc[r], ka[r], to_acc[r] = follow_k(k[r], acc[r], ka[r], True)
             diag = mul(diag, pow2(k0 - k[0]))
             from_above = set_factors()
             for r in range(1, R):
@@ -147,26 +141,9 @@ def run(S, g, t, m, n, mode="local", reduction="soft"):
         kk += 1
 
     if local:
-        top = ka.max(axis=0)
-        total = np.zeros((B, G), F)
-        for r in range(R):
-            x = scale_down(acc[r], ka[r] - top)
-            if soft:
-                total = (total + x).astype(F)
-            else:
-                total = np.where(np.isnan(total) | np.isnan(x), np.nan, np.maximum(total, x)).astype(F)
+        total, top = rows_total(acc, ka, soft)
         bad |= ~(total < np.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            best = np.float64(t) * np.log(2) * (np.log2(total.astype(np.float64)) + top)
-        has = total > 0
-        if soft:
-            # t ln(1 + sum over lanes of exp(best / t))
-            mx = np.max(np.where(has, best, 0.0), axis=1, keepdims=True)
-            mx = np.maximum(mx, 0.0)
-            s = np.exp(-mx[:, 0] / t) + np.sum(np.where(has, np.exp((best - mx) / t), 0.0), axis=1)
-            score = mx[:, 0] + t * np.log(s)
-        else:
-            score = np.maximum(np.max(np.where(has, best, 0.0), axis=1), 0.0)
+        score = local_score(total, top, t, soft)
     else:
         score = np.sum(np.where(has_final, final_value, 0), axis=1).astype(np.float64)
     refused = bad.any(axis=1) & valid[:, 0]
