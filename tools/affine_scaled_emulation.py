@@ -1,8 +1,9 @@
-"""A float32 emulation of a PROPOSED affine forward without grad at t > 0 in probability space (not
-in the library; session 37), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes
-an item, R rows a lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k)
-between rows constant through a chunk, every row renormalised at each chunk's start, local ends
-with an exponent of their own; written in the style of tools/scaled_emulation.py with
+"""A float32 emulation of the affine forward without grad at t > 0 in probability space (variant
+"shared": ops/cuda/scaled_affine.cuh, session 37, line by line; the kernel has not yet run on a
+GPU), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes an item, R rows a
+lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k) between rows
+constant through a chunk, every row renormalised at each chunk's start, local ends with an
+exponent of their own; written in the style of tools/scaled_emulation.py with
 tools/f32_intrinsics.py's arithmetic. run(...) returns (score, refused, why) per item; refused
 items' scores are the scaled sweep's (a kernel would redo them in log space). The design, its
 refusal rules and the fuzz figures: notes/scaled-forward-plan.md, "Affine scaled forward:
@@ -155,8 +156,8 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                 if split:  # U on its own: kx to its last U's exponent
                     uu[r], exx = unit_mantissa(uu[r])
                     kx[r] += exx
-                else:  # (the kernel needs only the last row's: the lane below takes it)
-                    uu[r] = mul(uu[r], pow2(-ex))
+                elif r == R - 1:  # as the kernel (scaled_affine.cuh): only the last row's U
+                    uu[r] = mul(uu[r], pow2(-ex))  # outlives a step (the lane below's X)
                 ins_r = cells_ahead & (r < rows_inside)
                 kmax[r] = np.where(ins_r, np.maximum(kmax[r], k[r]), kmax[r])
                 if local:
