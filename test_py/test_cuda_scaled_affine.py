@@ -137,6 +137,28 @@ def test_scaled_affine_forward_extreme_temperatures(end, t, batch):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_affine_forward_rows_past_2_127(end, batch):
+    """t = 100, a diagonal of scores 2000 (29 powers of two a cell) on N(0, 30): a row's D can
+    reach [2^127, 2^128) by a chunk's start, which the renormalisation leaves in its k; the
+    factor to the row below was then clamped (2^-126 for 2^-128) and the rows below took the
+    diagonal 4 times too large (the emulation's fuzz, seed 31; in the emulation item 23 of these,
+    local soft and max, at G 16 R 2). Rule loses now refuses such items."""
+    gen = torch.Generator().manual_seed(0)
+    B, M, N = 64, 10, 89
+    scores = torch.randn(B, M, N, generator=gen, dtype=torch.float64) * 30
+    for b in range(B):
+        cells = 3 + b % 5
+        i0, j0 = b % (M - cells + 1), 40 + b % 40
+        scores[b, i0 + torch.arange(cells), j0 + torch.arange(cells)] = 2000.0
+    copies = -(-batch(1500) // B)
+    rep = lambda x: torch.cat([x] * copies)  # noqa: E731
+    p = Problem(rep(scores), rep(torch.full((B,), -1.0, dtype=torch.float64)),
+                rep(torch.full((B,), -0.5, dtype=torch.float64)), 100.0, mode=end[0],
+                reduction=end[1])
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_affine_forward_scores_near_exp2_range(end, batch):
     """s log2(e) / t near -126 (the score rule's floor) and near +127 (E near overflow)."""
     p = affine(end, 1.0, batch(1500), seed=8)

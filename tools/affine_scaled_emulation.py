@@ -163,6 +163,11 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                 if local:
                     one[r], acc[r], ka[r], to_acc[r] = follow_k(k[r], acc[r], ka[r],
                                                                 ends_open & (r < rows_inside))
+            # A row of the item whose D reached 2^127 keeps its k (unit_mantissa leaves it, as
+            # Rows::renormalize does): the factors from it to the rows below would be clamped
+            # (seed 31: row 8's D at 2^161 in k = 34, row 9's factor 2^-126 for 2^-128, A 4x).
+            for r in range(R):
+                bad["loses"] |= valid & (r < rows_inside) & (j0 <= nn + 1) & ~(dd[r] < F(2.0 ** 127))
             diag_before = diag
             diag = mul(diag, pow2(k0 - k[0]))
             fa, fx, ox, xk = set_factors()

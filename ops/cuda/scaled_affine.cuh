@@ -25,7 +25,9 @@
 //  vgap   some U(i, j), i < m, below 2^-100 in its row's scale (U has no lower bound against the
 //         row's D: Y never feeds X);
 //  loses  neighbouring rows' k more than kFactorBound apart, or (global) the row above's D could
-//         leave float's normal range in this row's scale within the chunk;
+//         leave float's normal range in this row's scale within the chunk, or a row of the item
+//         whose D reached 2^127 by a chunk's start (it keeps its k, and the factor below it
+//         would be clamped);
 //  diag   (global) the first step's diagonal not normal after the chunk's rescale (unless 0);
 //  one    (local) some row inside past k = 120 (its 1 is dropped past 126, d's subnormal
 //         rounding enters A) unless what that can lose is 2^-24 of the end;
@@ -148,6 +150,11 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     if (kk > 0) {
       const float diag_before = rows.diag;
       rows.renormalize(cells_ahead, j0 <= n, rows_inside, below, bad);
+      // A row of the item whose D reached 2^127 keeps its k (Rows::renormalize leaves it): the
+      // factors from it to the rows below would be clamped (rule loses; the emulation's fuzz,
+      // seed 31: a row's D at 2^161 in k = 34, the row below's factor 2^-126 for 2^-128).
+#pragma unroll
+      for (int r = 0; r < R; ++r) bad |= r < rows_inside && j0 <= n + 1 && !(rows.z[r] < 0x1p127f);
       // The row above at column j0 - 1, the first step's diagonal (rule diag); local rows take
       // a subnormal one under rule one.
       if constexpr (!kLocal) {
