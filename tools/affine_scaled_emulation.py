@@ -1,8 +1,9 @@
-"""A float32 emulation of a PROPOSED affine forward without grad at t > 0 in probability space (not
-in the library; session 37), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes
-an item, R rows a lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k)
-between rows constant through a chunk, every row renormalised at each chunk's start, local ends
-with an exponent of their own; written in the style of tools/scaled_emulation.py with
+"""A float32 emulation of the affine forward without grad at t > 0 in probability space (variant
+"shared": ops/cuda/scaled_affine.cuh, session 37, line by line; the kernel has not yet run on a
+GPU), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes an item, R rows a
+lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k) between rows
+constant through a chunk, every row renormalised at each chunk's start, local ends with an
+exponent of their own; written in the style of tools/scaled_emulation.py with
 tools/f32_intrinsics.py's arithmetic. run(...) returns (score, refused, why) per item; refused
 items' scores are the scaled sweep's (a kernel would redo them in log space). The design, its
 refusal rules and the fuzz figures: notes/scaled-forward-plan.md, "Affine scaled forward:
@@ -155,13 +156,18 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                 if split:  # U on its own: kx to its last U's exponent
                     uu[r], exx = unit_mantissa(uu[r])
                     kx[r] += exx
-                else:  # (the kernel needs only the last row's: the lane below takes it)
-                    uu[r] = mul(uu[r], pow2(-ex))
+                elif r == R - 1:  # as the kernel (scaled_affine.cuh): only the last row's U
+                    uu[r] = mul(uu[r], pow2(-ex))  # outlives a step (the lane below's X)
                 ins_r = cells_ahead & (r < rows_inside)
                 kmax[r] = np.where(ins_r, np.maximum(kmax[r], k[r]), kmax[r])
                 if local:
                     one[r], acc[r], ka[r], to_acc[r] = follow_k(k[r], acc[r], ka[r],
                                                                 ends_open & (r < rows_inside))
+            # A row of the item whose D reached 2^127 keeps its k (unit_mantissa leaves it, as
+            # Rows::renormalize does): the factors from it to the rows below would be clamped
+            # (seed 31: row 8's D at 2^161 in k = 34, row 9's factor 2^-126 for 2^-128, A 4x).
+            for r in range(R):
+                bad["loses"] |= valid & (r < rows_inside) & (j0 <= nn + 1) & ~(dd[r] < F(2.0 ** 127))
             diag_before = diag
             diag = mul(diag, pow2(k0 - k[0]))
             fa, fx, ox, xk = set_factors()
