@@ -1,6 +1,6 @@
 """The CUDA backend's affine scaled forward (ops/cuda/scaled_affine.cuh): the affine forward
 without grad at t > 0 of items one stripe tall (M <= 32), evaluated in probability space, the
-three states of a row sharing one exponent; the items it refuses (its seven rules) are swept
+three states of a row sharing one exponent; the items it refuses (its eight rules) are swept
 again in log space by the same warp. Against the CPU backend in float64: ordinary items at
 t = 1, 0.5, 0.25 (which it must take, not refuse: their bits differ from the log-space forward's),
 the generators that fuzzed its emulation (tools/affine_scaled_emulation.py: rows of very
@@ -58,15 +58,23 @@ def test_scaled_affine_forward_whole_chunks_inside(end, batch):
 @pytest.mark.parametrize("t", [1.0, 0.5, 0.25])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_affine_forward_takes_ordinary_items(tmp_path, end, t, batch):
-    """Ordinary items (N(0, 1) scores, gaps near -1 and -0.4) are taken, not refused: most of them
-    differ in some bits from the log-space forward (SOFTALIGN_CUDA_LOG_SPACE=1, a fresh process;
-    a refused item is the log-space forward's, bit for bit), and agree with it to float32
-    rounding. The emulation refused none of them at t >= 0.25."""
+    """Ordinary items (N(0, 1) scores, gaps near -1 and -0.4) are taken, not refused: the
+    emulation refuses none of them, and on the device more than 45% differ in some bits from the
+    log-space forward (SOFTALIGN_CUDA_LOG_SPACE=1, a fresh process; a refused item is the
+    log-space forward's, bit for bit), while all agree with it to float32 rounding. H100, session
+    38: 53-62% of the local items differed, over 75% of the global ones (a local end of one cell
+    often rounds alike; the emulation against the CPU's float32: 38-48% and 63-73%)."""
     shape = dict(B=batch(1500), M=32, N=29)
     scaled, log_space = scaled_and_log_space(tmp_path, shape, t, end=end, model="affine")
     p = make_problem("affine", *end, t, penalties="item", lengths=True, seed=1, **shape)
     cells = (p.lengths_a > 0) & (p.lengths_b > 0)  # the others are boundaries only: 0 or -inf
-    assert int((scaled != log_space)[cells].sum()) > 0.75 * int(cells.sum())
+    G, R = (16, 2) if shape["B"] > 1024 else (32, 1)
+    with np.errstate(all="ignore"):
+        _, refused, _ = emulation.run(p.scores.double().numpy(), p.gap_open.double().numpy(),
+                                      p.gap_extend.double().numpy(), t, p.lengths_a.numpy(),
+                                      p.lengths_b.numpy(), *end, G=G, R=R)
+    assert not refused[cells.numpy()].any()
+    assert int((scaled != log_space)[cells].sum()) > 0.45 * int(cells.sum())
 
 
 @pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")

@@ -33,7 +33,11 @@
 //         rounding enters A) unless what that can lose is 2^-24 of the end;
 //  end    local: the sum or max not finite, or a row's k more than kEndExponent above log2 of
 //         the end (A's subnormal rounding against the end; only gaps that pay reach it);
-//         global: D(m, n) outside [kTiny, inf).
+//         global: D(m, n) outside [kTiny, inf);
+//  near   the end's value (local max: the largest A, unclamped; local soft: 1 + sum A; global:
+//         D(m, n)) within 2^(+-1/4) of 1: its score t ln(value), below t ln(2) / 4 in size, would
+//         carry the value's rounding, t 2^-24 or more, whole (H100, session 38: local max at
+//         t = 1e4 off by up to 0.0028 on small items; at t = 1e38 a (1, 1) item's 0.5 gave 0).
 #pragma once
 
 #include <climits>
@@ -49,6 +53,7 @@ constexpr float kVgapFloor = 0x1p-100f;  // rule vgap: U at least this in its ro
 constexpr float kScoreFloor = -126.f;    // rule score: s log2(e) / t at least this
 constexpr int kEndExponent = 100;        // rule end: k - log2(end) at most this
 constexpr int kOneExponent = 120;        // rule one: k beyond this drops or blurs the 1
+constexpr float kNearExponent = 0.25f;   // rule near: |log2 of the end's value| at least this
 
 // A lane's R rows between steps, affine: Rows' z is the row's D at the column just done (the
 // next row's diagonal), k the exponent of all three states; y its L (the next column's Y); u the
@@ -358,7 +363,17 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
       const bool far = !(float(kmax) - log2_end <= float(kEndExponent));  // NaN too
       const bool one = kmax > kOneExponent &&
                        !(xmax + 20.f + float(max(0, kmax - 149)) <= log2_end - 24.f);
-      bad |= m > 0 && (far || one);
+      // Rule near, local max on the largest A before the empty alignment's 0 clamps it.
+      float log2_value = log2_end;
+      if constexpr (!kSoft) {
+        int top_a;
+        const float largest = rows_total<R, false>(rows, top_a);
+        log2_value = group_max<G>(dp::device::lg2(largest) + float(top_a));  // -inf if none
+      }
+      const bool near = fabsf(log2_value) < kNearExponent;
+      bad |= m > 0 && (far || one || near);
+    } else {
+      bad |= has_final && fabsf(final_value) < t * dp::device::kLn2 * kNearExponent;  // near
     }
   }
   keep_or_redo<true, G, R, kEnds>(bad, end, final_value, has_final, m, l, grp, b, unit, v, B, geo,
