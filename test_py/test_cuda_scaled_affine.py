@@ -59,7 +59,8 @@ def test_scaled_affine_forward_whole_chunks_inside(end, batch):
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_affine_forward_takes_ordinary_items(tmp_path, end, t, batch):
     """Ordinary items (N(0, 1) scores, gaps near -1 and -0.4) are taken, not refused: the
-    emulation refuses none of them, and on the device more than 45% differ in some bits from the
+    emulation refuses at most 2% of them, all under rule near (short items scoring within
+    t ln(2) / 4 of 0: 0-14 of 1397), and on the device more than 45% differ in some bits from the
     log-space forward (SOFTALIGN_CUDA_LOG_SPACE=1, a fresh process; a refused item is the
     log-space forward's, bit for bit), while all agree with it to float32 rounding. H100, session
     38: 53-62% of the local items differed, over 75% of the global ones (a local end of one cell
@@ -70,10 +71,12 @@ def test_scaled_affine_forward_takes_ordinary_items(tmp_path, end, t, batch):
     cells = (p.lengths_a > 0) & (p.lengths_b > 0)  # the others are boundaries only: 0 or -inf
     G, R = (16, 2) if shape["B"] > 1024 else (32, 1)
     with np.errstate(all="ignore"):
-        _, refused, _ = emulation.run(p.scores.double().numpy(), p.gap_open.double().numpy(),
+        _, refused, why = emulation.run(p.scores.double().numpy(), p.gap_open.double().numpy(),
                                       p.gap_extend.double().numpy(), t, p.lengths_a.numpy(),
                                       p.lengths_b.numpy(), *end, G=G, R=R)
-    assert not refused[cells.numpy()].any()
+    inside = cells.numpy()
+    assert refused[inside].sum() <= 0.02 * inside.sum()
+    assert not (refused & ~why["near"])[inside].any()
     assert int((scaled != log_space)[cells].sum()) > 0.45 * int(cells.sum())
 
 
