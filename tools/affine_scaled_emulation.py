@@ -370,7 +370,7 @@ def problem(rng, gen, rows, N_max=120):
         if rng.random() < 0.3:
             S = S - float(rng.uniform(5, 80)) * t
     elif gen == "temps":
-        t = float(rng.choice([0.01, 0.02, 0.05, 10.0, 30.0, 100.0, 1e4, 1e38]))
+        t = float(rng.choice([0.01, 0.02, 0.05, 10.0, 30.0, 100.0, 1e4, 1e30]))
         S = S * float(rng.choice([0.01, 1, 10, 100]))
         _diag(rng, S, t)
         o, e = _gaps(rng, B, t, gb)
