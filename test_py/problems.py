@@ -68,11 +68,13 @@ def make_problem(model="linear", mode="local", reduction="max", temperature=1.0,
     return p
 
 
-def problem_with_refusals(mode, reduction, B=1500):
-    """Linear items, t = 1, that the CUDA scaled kernels must refuse (items 10-13, 15, 16, 18:
-    their log-space sweeps take them) among items they take (14, 17 and the rest)."""
+def problem_with_refusals(mode, reduction, B=1500, model="linear"):
+    """Items, t = 1, that the CUDA scaled kernels must refuse (items 10-13, 15, 16, 18, and
+    affine 19: their log-space sweeps take them) among items they take (the rest; linear also
+    14 and 17, which the affine kernel refuses: a score whose exp2 flushes may be a row's only
+    way in, scaled_affine.cuh's rule score)."""
     M, N = 20, 25
-    p = make_problem("linear", mode, reduction, 1.0, B=B, M=M, N=N, penalties="item",
+    p = make_problem(model, mode, reduction, 1.0, B=B, M=M, N=N, penalties="item",
                      lengths=True, seed=5)
     p.lengths_a[10:20], p.lengths_b[10:20] = M, N
     p.scores[10] *= 1e3             # exp(s / t) overflows
@@ -84,6 +86,8 @@ def problem_with_refusals(mode, reduction, B=1500):
     p.gap_open[16] = 200.0          # and overflows
     p.scores[17, :, :] = -100.0     # E underflows to 0: taken (the values follow the gaps)
     p.scores[18, 5:, :] = 40.0      # values past float's range within one step
+    if model == "affine":
+        p.gap_extend[19] = 300.0    # exp(e / t) overflows
     return p
 
 

@@ -333,7 +333,7 @@ os.environ["SOFTALIGN_CUDA_LOG_SPACE"] = "1"  # before the first call, which rea
 import torch
 import softalign
 from problems import make_problem, problem_with_refusals
-p = make_problem("linear", {mode!r}, {reduction!r}, {t!r}, penalties="item", lengths=True,
+p = make_problem({model!r}, {mode!r}, {reduction!r}, {t!r}, penalties="item", lengths=True,
                  seed=1, **{shape!r}).on("cuda", torch.float32)
 with torch.set_grad_enabled({grad!r}):
     score = softalign.smith_waterman(p.scores, **p.kwargs())
@@ -342,7 +342,8 @@ torch.save(result.cpu(), {out!r})
 """
 
 
-def scaled_and_log_space(tmp_path, shape, t=0.5, grad=False, end=("local", "soft")):
+def scaled_and_log_space(tmp_path, shape, t=0.5, grad=False, end=("local", "soft"),
+                         model="linear"):
     """One call's scores (with grad, its d score / d S) from the scaled forward and, in a fresh
     process with SOFTALIGN_CUDA_LOG_SPACE=1, from the log-space one; they must agree to float32
     rounding."""
@@ -350,9 +351,9 @@ def scaled_and_log_space(tmp_path, shape, t=0.5, grad=False, end=("local", "soft
     mode, reduction = end
     run_in_fresh_process(LOG_SPACE_ONLY.format(test_py=str(ROOT / "test_py"), out=str(out),
                                                shape=shape, t=t, grad=grad, mode=mode,
-                                               reduction=reduction))
+                                               reduction=reduction, model=model))
     log_space = torch.load(out)
-    p = make_problem("linear", mode, reduction, t, penalties="item", lengths=True, seed=1,
+    p = make_problem(model, mode, reduction, t, penalties="item", lengths=True, seed=1,
                      **shape)
     score, grads = stacked_run(p, grad)
     scaled = (grads["scores"] if grad else score).cpu()

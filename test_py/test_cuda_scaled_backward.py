@@ -148,6 +148,23 @@ def test_scaled_backward_paying_gaps_near_the_top_of_the_range():
     assert torch.isfinite(got).all()
 
 
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_backward_paying_gaps_over_a_chunk_boundary(end):
+    """t = 1, 5 x 7, gaps +8.05 to +8.25 (11.6-11.9 bits a column paying), scores about 1. A local
+    item's chunk 0 keeps k = 0 while its rows rise by G a column, to about 2^126 by the chunk's
+    last column; R of the next chunk's first column (the end's) brought to that scale is near
+    2^-139, a subnormal of about 10 bits, and G times it put d g 2e-4 to 4e-4 off relatively on
+    about 90 of the 1100 items, all taken (tools/scaled_adjoint_emulation.py; session 35's second
+    review, which blamed the soft seeds, found one such item in its fuzz). Now G multiplies R
+    before the 2^-e. Global rows start at their column 0's scale: fine either way."""
+    p = make_problem("linear", *end, 1.0, B=1100, M=5, N=7, penalties="item", seed=17)
+    p.scores = 1.0 + 0.5 * p.scores
+    p.gap_open = 8.05 + 0.2 * torch.rand(1100, generator=torch.Generator().manual_seed(17),
+                                         dtype=torch.float64)  # |g| log2(e) / t below 12
+    got, _ = assert_grads_match_cpu(p)
+    assert torch.isfinite(got).all()
+
+
 def test_scaled_backward_large_grad():
     """grad scales d S on its way out: R itself stays below 1 / z (here up to 2^90 with
     -inf scores at t = 0.125), so a grad of 1e9 must not overflow it."""

@@ -1,8 +1,9 @@
-"""A float32 emulation of a PROPOSED affine forward without grad at t > 0 in probability space (not
-in the library; session 37), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes
-an item, R rows a lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k)
-between rows constant through a chunk, every row renormalised at each chunk's start, local ends
-with an exponent of their own; written in the style of tools/scaled_emulation.py with
+"""A float32 emulation of the affine forward without grad at t > 0 in probability space (variant
+"shared": ops/cuda/scaled_affine.cuh, session 37, line by line; the kernel has not yet run on a
+GPU), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes an item, R rows a
+lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k) between rows
+constant through a chunk, every row renormalised at each chunk's start, local ends with an
+exponent of their own; written in the style of tools/scaled_emulation.py with
 tools/f32_intrinsics.py's arithmetic. run(...) returns (score, refused, why) per item; refused
 items' scores are the scaled sweep's (a kernel would redo them in log space). The design, its
 refusal rules and the fuzz figures: notes/scaled-forward-plan.md, "Affine scaled forward:
@@ -37,6 +38,10 @@ Refusal rules (names as in `why`; `off` switches any of them off, to show it is 
   end     local: the sum or max not finite, or a row's k (rows inside, any chunk) more than 100
           above log2 of the item's end (gaps that pay: A far below its row's D); global:
           D(m, n) not in [2^-100, inf) (NaN too)
+  near    the end's value (local max: the largest A, unclamped; local soft: 1 + sum A; global:
+          D(m, n)) within 2^(+-1/4) of 1: its score t ln(value), below t ln(2) / 4 in size,
+          would carry the value's rounding, t 2^-24 or more, whole (at t = 1e4, 6e-4 against
+          a score near 0; at t = 1e38 a (1, 1) item's 0.5 came out 0: E rounds to 1)
 The split variant has a hole the fuzz did not find (notes): A's subnormal rounding in the row's
 scale, times O 2^(k - kx), is not bounded by its U test.
 
@@ -50,8 +55,9 @@ from f32_intrinsics import (F, KFAC, KTINY, LN2, add, ex2, factor, fma, follow_k
                             pow2, rows_total, shfl_up, unit_mantissa)
 
 LOG2E = 1.4426950408889634
-RULES = ("gap", "score", "vgap", "loses", "diag", "one", "end")
+RULES = ("gap", "score", "vgap", "loses", "diag", "one", "end", "near")
 K_END = 100  # rule "end": a row's k at most this above log2 of the local end
+K_NEAR = 0.25  # rule "near": |log2 of the end's value| at least this
 
 
 def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, variant="shared",
@@ -155,13 +161,18 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                 if split:  # U on its own: kx to its last U's exponent
                     uu[r], exx = unit_mantissa(uu[r])
                     kx[r] += exx
-                else:  # (the kernel needs only the last row's: the lane below takes it)
-                    uu[r] = mul(uu[r], pow2(-ex))
+                elif r == R - 1:  # as the kernel (scaled_affine.cuh): only the last row's U
+                    uu[r] = mul(uu[r], pow2(-ex))  # outlives a step (the lane below's X)
                 ins_r = cells_ahead & (r < rows_inside)
                 kmax[r] = np.where(ins_r, np.maximum(kmax[r], k[r]), kmax[r])
                 if local:
                     one[r], acc[r], ka[r], to_acc[r] = follow_k(k[r], acc[r], ka[r],
                                                                 ends_open & (r < rows_inside))
+            # A row of the item whose D reached 2^127 keeps its k (unit_mantissa leaves it, as
+            # Rows::renormalize does): the factors from it to the rows below would be clamped
+            # (seed 31: row 8's D at 2^161 in k = 34, row 9's factor 2^-126 for 2^-128, A 4x).
+            for r in range(R):
+                bad["loses"] |= valid & (r < rows_inside) & (j0 <= nn + 1) & ~(dd[r] < F(2.0 ** 127))
             diag_before = diag
             diag = mul(diag, pow2(k0 - k[0]))
             fa, fx, ox, xk = set_factors()
@@ -265,8 +276,13 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
             xmax_item = np.where(np.isnan(xmax), np.inf, xmax).max(axis=1).astype(np.float64)
             lost = xmax_item + 20 + np.maximum(0, kmax_item - 149)
             bad["one"] |= ((kmax_item > 120) & ~(lost <= score / (t * math.log(2)) - 24))[:, None] & valid
+            # rule "near": local max, the largest A unclamped (the lanes' max, 0 where none)
+            log2_value = score / (t * math.log(2)) if soft else np.max(
+                np.log2(total.astype(np.float64)) + top, axis=1)
     else:
         score = np.sum(np.where(has_final, final_value, 0), axis=1).astype(np.float64)
+        log2_value = score / (t * math.log(2))
+    bad["near"] |= (np.abs(log2_value) < K_NEAR)[:, None] & valid
     why = {r: (bad[r].any(axis=1) & valid[:, 0]) for r in RULES}
     refused = np.zeros(B, bool)
     for r in RULES:
@@ -354,7 +370,7 @@ def problem(rng, gen, rows, N_max=120):
         if rng.random() < 0.3:
             S = S - float(rng.uniform(5, 80)) * t
     elif gen == "temps":
-        t = float(rng.choice([0.01, 0.02, 0.05, 10.0, 30.0, 100.0]))
+        t = float(rng.choice([0.01, 0.02, 0.05, 10.0, 30.0, 100.0, 1e4, 1e30]))
         S = S * float(rng.choice([0.01, 1, 10, 100]))
         _diag(rng, S, t)
         o, e = _gaps(rng, B, t, gb)

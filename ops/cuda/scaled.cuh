@@ -564,6 +564,47 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
   return total;
 }
 
+// A local sweep's lane end in log space: its rows' sum (or max) as End's best with a soft sum of
+// 1, or best 0 and soft sum 0 where no cell of the lane counted; `bad` where the sum is not
+// finite (an inf or NaN cell reaches it). `top`: the exponent of the rows' total.
+template <int R, bool kSoft>
+__device__ __forceinline__ End lane_end(const Rows<R, true>& rows, float t, int& top, bool& bad) {
+  const float total = rows_total<R, kSoft>(rows, top);
+  bad |= !(total < INFINITY);  // NaN too
+  End end;
+  end.soft_sum = 0.f;
+  if (total > 0.f) {
+    const float best = log_space(total, top, t);
+    end.best = kSoft ? best : fmaxf(best, 0.f);
+    end.soft_sum = 1.f;
+  }
+  return end;
+}
+
+// The end of a warp's items of one stripe: the groups that refuse their item (a bit each) leave
+// it to the log-space sweep of the same warp (stripes.cuh's forward_unit, on the same shared
+// memory), the others store their score (local: the group's merged `end`; global: `final_value`
+// from the lane of row m).
+template <bool kAffine, int G, int R, Ends kEnds>
+__device__ __forceinline__ void keep_or_redo(bool bad, const End& end, float final_value,
+                                             bool has_final, int m, int l, int grp, int64_t b,
+                                             int64_t unit, const ProblemView<float>& v,
+                                             int64_t B, const Geometry& geo, const Workspace& ws,
+                                             const dp::Config<float>& c, float* score,
+                                             float* warp_smem) {
+  constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  const unsigned refused = groups_where<G>(bad);
+  if (!(refused >> grp & 1u)) {
+    if (kLocal && m > 0 && l == 0) score[b] = end.score(c, kSoft);
+    if (!kLocal && has_final) score[b] = final_value;
+  }
+  if (refused != 0) {
+    __syncwarp();  // every lane is done with the tiles
+    stripes::forward_unit<kAffine, G, R, false, kEnds>(v, B, geo, ws, score, warp_smem, unit,
+                                                       refused);
+  }
+}
+
 // Items of one stripe (geo.stripes = 1): the warp sweeps the items it refuses again, in log
 // space. kStacked, items of several stripes (G = 32, a warp a stripe; the stripes below have read
 // this one's ring, so it cannot redo its own): a stripe that refuses flags every unit of its item
@@ -689,14 +730,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       // The lane's rows in one sum (or max) at their largest exponent, then the lanes' ends in log
       // space (End), with the empty alignment (0) once per item.
       int top;
-      const float total = rows_total<R, kSoft>(rows, top);
-      bad |= !(total < INFINITY);  // NaN too
-      end.soft_sum = 0.f;  // a lane with no cells inside: best 0, soft sum 0
-      if (total > 0.f) {
-        const float best = log_space(total, top, t);
-        end.best = kSoft ? best : fmaxf(best, 0.f);
-        end.soft_sum = 1.f;
-      }
+      end = lane_end<R, kSoft>(rows, t, top, bad);  // a lane with no cells inside: 0, 0
       if constexpr (kSave && !kSoft) {
         // Where the maximum is, for the adjoint's seed: the lane's first maximal row (row-major
         // first), against the empty alignment (0 at (0, 0)), as the log-space forward keeps it.
@@ -727,8 +761,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 
   // A group refuses its item if any of its lanes did.
-  const unsigned refused = groups_where<G>(bad);
   if constexpr (kStacked) {
+    const unsigned refused = groups_where<G>(bad);
     // The stripes of an item leave their ends whether or not it is refused (its last stripe
     // waits for them); the log-space forward then writes over a refused item's score.
     if (kLocal && steps > 0 && m > 0 && l == 0) {
@@ -740,17 +774,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
     return;
   }
-  if (!(refused >> grp & 1u)) {
-    if (kLocal && m > 0 && l == 0) score[b] = end.score(c, kSoft);
-    if (!kLocal && has_final) score[b] = final_value;
-  }
-  if (refused != 0) {
-    // The warp sweeps the refused items again, in log space (the striped forward's sweep, on the
-    // same shared memory).
-    __syncwarp();  // every lane is done with the tiles
-    stripes::forward_unit<false, G, R, false, kEnds>(v, B, geo, ws, score, warp_smem, unit,
-                                                     refused);
-  }
+  keep_or_redo<false, G, R, kEnds>(bad, end, final_value, has_final, m, l, grp, b, unit, v, B, geo,
+                                   ws, c, score, warp_smem);
 }
 
 }  // namespace scaled

@@ -201,7 +201,10 @@ __global__ void __launch_bounds__(32)
 
   // The seeds: global and local max, 1 / z* at the end cell (on its lane); local soft,
   // 2^(K(i, j) - K*) / z* at every cell (per chunk, below). Not times grad: z R <= 1 is what keeps
-  // R in range; grad scales d S on its way out, and d g.
+  // R in range; grad scales d S on its way out, and d g. A soft seed of a chunk far below the
+  // total (K* - K(i, j) beyond 126) is subnormal, but joins R(i, j) in its own cell's scale with
+  // no factor after it: off by at most z 2^-150 < 2^-22 in probability (flushed, below 2^-149,
+  // by at most z 2^-149), as R is wherever it rounds there (the carry below).
   float seed_z = 0.f;
   int seed_j[R];
 #pragma unroll
@@ -215,8 +218,9 @@ __global__ void __launch_bounds__(32)
   // ---- reverse: the forward's steps backwards, chunk by chunk, E from the forward's sweep
   const float* const z_rows = kept + (first_row - 1) * kKeepWidth;  // row r at r * kKeepWidth
   const float* const z_above = l > 0 ? z_rows - kKeepWidth : z_rows;  // lane 0: unused
-  // Carried from column j + 1 (the step before), each row r's: R; E R in row r - 1's scale (its
-  // diagonal successor's share); the kept z of (i, j), which row r + 1 takes as its up.
+  // Carried from column j + 1 (the step before), each row r's: R (G R into a chunk's last column,
+  // below); E R in row r - 1's scale (its diagonal successor's share); the kept z of (i, j), which
+  // row r + 1 takes as its up.
   float next_R[R], next_ER[R], z_up_next[R];
   float back_next[R];  // 2^-e of the chunk after this one (its k less this one's)
 #pragma unroll
@@ -239,9 +243,20 @@ __global__ void __launch_bounds__(32)
   for (int kk = last_chunk; kk >= 0; --kk) {
     // What the reverse carries from the chunk after into this chunk's scales (the kept z's keep
     // theirs: each belongs to the chunk that computed it, the one of the cell that reads it).
+    // R of (i, j + 1), the chunk after's first column, takes G before its 2^-e (the first step
+    // below adds G R as it is). In this chunk's scale R(i, j + 1) is p / z: p the probability
+    // through (i, j + 1), z its Z in this scale, which this chunk never held (its row rose by up
+    // to 2^127 before the renormalization, e, and by G more): below 2^-126 once z > 2^126 p, a
+    // subnormal, off by up to 2^-150. G times that put G 2^-150 into R(i, j), and the edges into
+    // (i, j), whose z's are below 2^128 in this scale, turned it into probabilities off by up to
+    // 2^(gap_c - 22): 2^-10 at gap_c = 12. Session 35's second review: d g 2.3e-4 off (local soft,
+    // gaps paying 11.9 bits, m = 5, n = 7, t = 1: chunk 0 kept k = 0 up to z = 2^126; local max
+    // 1.5e-4; it blamed the soft seeds, as small there: see above). G first, G R rounds in the
+    // scale of the cell it joins: off by at most z 2^-150 < 2^-22 in probability, whatever G, as
+    // any other value the reverse rounds.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      next_R[r] *= back_next[r];
+      next_R[r] = next_R[r] * gap * back_next[r];  // in this order: G R, then 2^-e
       next_ER[r] *= back_next[r == 0 ? 0 : r - 1];
     }
     below *= back_next[R - 1];
@@ -303,7 +318,8 @@ __global__ void __launch_bounds__(32)
           // B's recurrence from (i, j + 1), (i + 1, j + 1) (off the chain), then (i + 1, j).
           const float from_diag = r == R - 1 ? below_diag : next_ER[r + 1];
           const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
-          const float base = fmaf(gap, next_R[r], from_diag + seed);
+          const float base = w == kW - 1 ? next_R[r] + (from_diag + seed)  // G R (above)
+                                         : fmaf(gap, next_R[r], from_diag + seed);
           const float value = R_below + base;  // R_below carries G
           now_R[r] = inside ? value : 0.f;
           // In the row above's scale, times G for the up edge. gap_above is finite only where

@@ -12,6 +12,7 @@
 
 #include "scaled.cuh"
 #include "scaled_adjoint.cuh"
+#include "scaled_affine.cuh"
 #include "striped.h"
 #include "streamed.cuh"
 #include "stripes.cuh"
@@ -20,7 +21,8 @@ namespace softalign {
 namespace striped {
 
 // SOFTALIGN_CUDA_LOG_SPACE set (to anything, as SOFTALIGN_CUDA_GENERAL) keeps every forward in
-// log space, for tests and comparisons: the scaled forward (scaled.cuh) is then never taken.
+// log space, for tests and comparisons: the scaled forwards (scaled.cuh, scaled_affine.cuh) are
+// then never taken.
 inline bool log_space_only() {
   static const bool only = std::getenv("SOFTALIGN_CUDA_LOG_SPACE") != nullptr;
   return only;
@@ -181,6 +183,20 @@ struct Launch {
                                    score.data_ptr<float>());
           return;
         }
+      }
+    }
+    // The affine model at t > 0, items of one stripe (the short pairs' two shapes): in probability
+    // space (scaled_affine.cuh), the items it refuses swept again in log space by the same warps.
+    // NOT YET RUN ON A GPU (session 37): the log-space forward it replaces is streamed below.
+    if constexpr (kAffine && ((G == 16 && R == 2) || (G == 32 && R == 1))) {
+      if (view.config.temperature > 0.f && !log_space_only() && geo.stripes == 1) {
+        with_ends(view.config, [&](auto ends) {
+          stripes::scaled::affine_forward_kernel<G, R, decltype(ends)::value>
+              <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                  view, B, geo, ws, score.data_ptr<float>());
+          C10_CUDA_KERNEL_LAUNCH_CHECK();
+        });
+        return;
       }
     }
     // The short pairs' affine shape: streamed (streamed.cuh) when the batch gives every group
