@@ -332,14 +332,22 @@ struct DenseScores {
 struct OneStripe {
   static constexpr int i0 = 0;
 };
-struct StackedStripe {
+// RingStripe<kPlanes>: kPlanes values a column through the ring (linear: H; affine: H of D and
+// of U), plane p at `plane` entries after plane 0.
+template <int kPlanes>
+struct RingStripe {
   int i0;                   // the stripe's rows are i0 + 1 .. i0 + 32 R
   const RingEntry* in;      // the slot the stripe above writes; null for the first stripe
   RingEntry* out;           // this stripe's slot
+  int64_t plane;            // entries from one plane to the next (kPlanes > 1)
   bool leaves_row;          // a stripe below reads this one's last row
   unsigned tag;             // of this stripe's entries (the stripe above's: tag - 1)
   int lane;                 // lane q < kW takes and leaves column q of each chunk's columns
-  RingEntry word = 0;       // the entry of this lane's column of the next chunk, as loaded
+  RingEntry word[kPlanes] = {};  // the entries of this lane's column of the next chunk, as loaded
+
+  struct Values {
+    float v[kPlanes];
+  };
 
   // Starts loading column c0 + lane of the row above (lanes below kW of a stripe below the first,
   // columns up to n: the ring's pad, kRingReadPast entries, is shorter than the columns past n
@@ -347,22 +355,49 @@ struct StackedStripe {
   template <int kW>
   __device__ void request(int c0, int n) {
     if (in != nullptr && lane < kW && c0 + lane <= n) {
-      asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(in + c0 + lane));
+#pragma unroll
+      for (int p = 0; p < kPlanes; ++p) {
+        asm("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word[p]) : "l"(in + p * plane + c0 + lane));
+      }
     }
   }
-  // The value of column c0 + lane (requested before), once every lane's entry up to column n
-  // carries the stripe above's tag.
+  // The values of column c0 + lane (requested before), once every lane's entries up to column n
+  // carry the stripe above's tag.
   template <int kW>
-  __device__ float take(int c0, int n) {
+  __device__ Values take(int c0, int n) {
     const bool mine = in != nullptr && lane < kW && c0 + lane <= n;
-    bool stale = mine && ring_tag(word) != tag - 1;
+    bool stale = mine && stale_planes();
     while (__any_sync(kFullMask, stale)) {
-      if (stale) word = ring_load(in + c0 + lane);
-      stale = mine && ring_tag(word) != tag - 1;
+      if (stale) {
+#pragma unroll
+        for (int p = 0; p < kPlanes; ++p) {
+          if (ring_tag(word[p]) != tag - 1) word[p] = ring_load(in + p * plane + c0 + lane);
+        }
+      }
+      stale = mine && stale_planes();
     }
-    return ring_value(word);
+    Values h;
+#pragma unroll
+    for (int p = 0; p < kPlanes; ++p) h.v[p] = ring_value(word[p]);
+    return h;
+  }
+  // Column j of this stripe's last row for the stripe below.
+  __device__ void put(int j, const Values& h) const {
+#pragma unroll
+    for (int p = 0; p < kPlanes; ++p) ring_put(out + p * plane + j, h.v[p], tag);
+  }
+
+ private:
+  __device__ bool stale_planes() const {
+    bool stale = false;
+#pragma unroll
+    for (int p = 0; p < kPlanes; ++p) stale |= ring_tag(word[p]) != tag - 1;
+    return stale;
   }
 };
+using StackedStripe = RingStripe<1>;
+template <class Stripe>
+constexpr bool kIsStacked = !std::is_same_v<Stripe, OneStripe>;
 
 // The sweep of a warp's items (the striped forward's cells, lanes, tiles and steps) in
 // probability space: leaves each lane's rows (their ends, local) in `rows`, global the value at
@@ -378,7 +413,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   constexpr bool kSaves = kSavesLog<Keep>;
   constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing> && !kSaves;
-  constexpr bool kStacked = std::is_same_v<Stripe, StackedStripe>;
+  constexpr bool kStacked = kIsStacked<Stripe>;
   static_assert(!kStacked || (G == 32 && !kKeeps), "a warp per item, nothing kept");
   static_assert(!kSaves || kStacked, "only the stacked forward saves for the log-space adjoint");
   const int first_row = stripe.i0 + l * R + 1;
@@ -438,7 +473,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
       // This chunk's columns of the row above as H (lane q: column kk kW + q), brought to row
       // 0's scale, then to lane 0; the value at the chunk's first column (lane 0's) gets the
       // check a lane above gets (clamped: -inf, and NaN, which the ends refuse anyway).
-      const float h = stripe.template take<kW>(kk * kW, n);
+      const float h = stripe.template take<kW>(kk * kW, n).v[0];
       stripe.template request<kW>((kk + 1) * kW, n);
       const int k_lane0 = __shfl_sync(kFullMask, rows.k[0], 0);
       const float first = floorf(h * scale) - float(rows.k[0]);
@@ -543,7 +578,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
       const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
       const int j = kk * kW - (G - 1) + stripe.lane;
       if (stripe.leaves_row && stripe.lane < kW && j >= 0 && j <= n) {
-        ring_put(stripe.out + j, log_space(mine, k_last, t), stripe.tag);
+        stripe.put(j, {log_space(mine, k_last, t)});
       }
     }
   }
@@ -602,6 +637,31 @@ __device__ __forceinline__ void keep_or_redo(bool bad, const End& end, float fin
     __syncwarp();  // every lane is done with the tiles
     stripes::forward_unit<kAffine, G, R, false, kEnds>(v, B, geo, ws, score, warp_smem, unit,
                                                        refused);
+  }
+}
+
+// The end of a stripe of an item of several (a warp a stripe): the stripes of an item leave their
+// ends whether or not it is refused (its last stripe waits for them, merges them and stores the
+// score; the log-space forward then writes over a refused item's); global, the stripe of row m
+// stores its value. A stripe that refuses (any lane `bad`), or the last stripe where
+// `refuses_score` refuses the item's local score, flags every unit of the item in `redo`.
+template <int G, bool kSave, class RefusesScore>
+__device__ __forceinline__ void keep_or_flag(bool bad, const End& end, float final_value,
+                                             bool has_final, int m, int l, int steps, int64_t b,
+                                             int64_t unit, int stripe_index, int item_stripes,
+                                             int n, const dp::Config<float>& c, bool local,
+                                             bool soft, const Geometry& geo, const Workspace& ws,
+                                             float* score, int* redo,
+                                             const RefusesScore& refuses_score) {
+  static_assert(G == 32, "a warp a stripe");
+  if (local && steps > 0 && m > 0 && l == 0) {
+    const float item_score =
+        item_end<kSave>(end, b, stripe_index, item_stripes, n, c, soft, geo, ws, score);
+    bad |= item_score == item_score && refuses_score(item_score);  // NaN: not the last stripe
+  }
+  if (!local && has_final) score[b] = final_value;
+  if (groups_where<G>(bad) != 0 && l == 0) {
+    for (int s = 0; s < item_stripes; ++s) redo[(unit / geo.stripes) * geo.stripes + s] = 1;
   }
 }
 
@@ -760,18 +820,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     }
   }
 
-  // A group refuses its item if any of its lanes did.
   if constexpr (kStacked) {
-    const unsigned refused = groups_where<G>(bad);
-    // The stripes of an item leave their ends whether or not it is refused (its last stripe
-    // waits for them); the log-space forward then writes over a refused item's score.
-    if (kLocal && steps > 0 && m > 0 && l == 0) {
-      item_end<kSave>(end, b, stripe_index, item_stripes, n, c, kSoft, geo, ws, score);
-    }
-    if (!kLocal && has_final) score[b] = final_value;
-    if (refused != 0 && lane_id == 0) {
-      for (int s = 0; s < item_stripes; ++s) redo[(unit / geo.stripes) * geo.stripes + s] = 1;
-    }
+    keep_or_flag<G, kSave>(bad, end, final_value, has_final, m, l, steps, b, unit, stripe_index,
+                           item_stripes, n, c, kLocal, kSoft, geo, ws, score, redo,
+                           [](float) { return false; });
     return;
   }
   keep_or_redo<false, G, R, kEnds>(bad, end, final_value, has_final, m, l, grp, b, unit, v, B, geo,

@@ -114,21 +114,39 @@ struct AffineRows : Rows<R, kLocal> {
   }
 };
 
-// The sweep of a warp's items of one stripe, affine, in probability space (scaled.cuh's sweep
-// for the affine cell): leaves each lane's rows (their ends, local) and the rules' extremes in
-// `rows`, global the value at (m, n) in `final_value` of the lane that has it; sets `bad` where
-// the item is refused by the rules checked during the sweep (loses, diag, vgap, global end).
-template <int G, int R, Ends kEnds, class Scores>
+// The sweep of a warp's items (one stripe), or of one stripe of a warp's item (AffineStripe:
+// items of several stripes), affine, in probability space (scaled.cuh's sweep for the affine
+// cell): leaves each lane's rows (their ends, local) and the rules' extremes in `rows`, global
+// the value at (m, n) in `final_value` of the lane that has it; sets `bad` where the item is
+// refused by the rules checked during the sweep (loses, diag, vgap, global end).
+//
+// A stripe below the first (notes/scaled-forward-plan.md, "Affine stacked scaled forward"): its
+// lane 0 is a lane whose lane above is the stripe above's last, D and U of that row coming
+// through the ring as H, a chunk's columns at a time (lane q: column kk kW + q), each brought to
+// lane 0's scale by one exp2 (below 2^-126: 0) and handed to lane 0; the exponent of the chunk's
+// first D stands for the lane above's k in rule loses. Its last lane leaves D and U of its row
+// as H, the chunk's columns at the chunk's end.
+template <int G, int R, Ends kEnds, class Scores, class Stripe>
 __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_c, float e_c,
                                              float O, float F, float scale, float t, int steps,
                                              int l, AffineRows<R, is_local(kEnds)>& rows,
-                                             bool& bad, float& final_value, bool& has_final) {
+                                             bool& bad, float& final_value, bool& has_final,
+                                             Stripe& stripe) {
   using Sw = Sweep<false, G, R, Scores::kStepsPerChunk>;
   constexpr int kW = Sw::kW;
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
-  const int first_row = l * R + 1;
-  const int rows_inside = min(max(m - l * R, 0), R);
-  const int rows_before_m = min(max(m - 1 - l * R, 0), R);  // rows with i < m (rule vgap)
+  constexpr bool kStacked = kIsStacked<Stripe>;
+  static_assert(!kStacked || (G == 32 && kW <= G), "a warp a stripe, a lane a chunk's column");
+  const int first_row = stripe.i0 + l * R + 1;
+  const int rows_inside = min(max(m - stripe.i0 - l * R, 0), R);
+  const int rows_before_m = min(max(m - 1 - stripe.i0 - l * R, 0), R);  // i < m (rule vgap)
+  bool reads_ring = false;
+  [[maybe_unused]] float above_d[kW], above_u[kW];  // lane 0's row above, this chunk, its scale
+  [[maybe_unused]] float last_d[kW], last_u[kW];    // lane G - 1's last row, this chunk, its k
+  if constexpr (kStacked) {
+    reads_ring = stripe.in != nullptr && l == 0;
+    stripe.template request<kW>(0, n);
+  }
   // Rows::loses: local rows need no lower bound (rule one bounds what a subnormal diagonal or a
   // dropped 1 costs); global ones that the row above's D, falling by at most min(O, F) a column,
   // stays normal through the chunk.
@@ -170,15 +188,34 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     up_u = __shfl_up_sync(kFullMask, rows.u, 1, G);
     const int k_above = __shfl_up_sync(kFullMask, rows.k[R - 1], 1, G);
     from_lane_above = factor(k_above - rows.k[0]);
-    // Lane 0's row above is DP row 0: local all 0 (no factor to lose); global D(0, j0 - 1) =
-    // O F^(j0 - 2) (j0 >= 2), 1 at column 0.
+    // Lane 0's row above is DP row 0 (or the ring's, below): local all 0 (no factor to lose);
+    // global D(0, j0 - 1) = O F^(j0 - 2) (j0 >= 2), 1 at column 0.
     if constexpr (kLocal) {
       bad |= cells_ahead && l > 0 && rows.loses(k_above - rows.k[0], rows.k[0], below);
     } else {
       const float row0_c = j0 - 1 >= 1 ? fmaf(float(j0 - 2), e_c, o_c) : 0.f;
       const int k_row0 = int(floorf(row0_c));
-      bad |= cells_ahead &&
+      bad |= cells_ahead && !reads_ring &&
              rows.loses((l == 0 ? k_row0 : k_above) - rows.k[0], rows.k[0], below);
+    }
+    if constexpr (kStacked) {
+      // This chunk's columns of the row above, D and U as H (lane q: column kk kW + q), in lane
+      // 0's scale, then to lane 0. Rule loses on the exponent of the chunk's first D (lane 0's),
+      // where it is not 0 (local column 0); clamped: +inf (refused), NaN (the ends refuse it).
+      const auto h = stripe.template take<kW>(kk * kW, n);
+      stripe.template request<kW>((kk + 1) * kW, n);
+      const float k_lane0 = float(__shfl_sync(kFullMask, rows.k[0], 0));
+      const float first = floorf(h.v[0] * scale);
+      bad |= reads_ring && cells_ahead && first > -INFINITY &&
+             rows.loses(int(fminf(first, 1e6f)) - rows.k[0], rows.k[0], below);
+      const bool column = stripe.lane < kW && kk * kW + stripe.lane <= n;
+      const float d_mine = column ? dp::device::ex2(fmaf(h.v[0], scale, -k_lane0)) : 0.f;
+      const float u_mine = column ? dp::device::ex2(fmaf(h.v[1], scale, -k_lane0)) : 0.f;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        above_d[w] = __shfl_sync(kFullMask, d_mine, w);
+        above_u[w] = __shfl_sync(kFullMask, u_mine, w);
+      }
     }
     const float o_k0 = o_c - float(rows.k[0]);  // DP row 0 in row 0's scale
     float umin[R];  // rule vgap, a row at a time: no select a cell inside the chunk
@@ -186,7 +223,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     for (int r = 0; r < R; ++r) umin[r] = INFINITY;
     src.wait(kk, next);
     __syncwarp();  // and every lane's copies
-    const bool interior = Sw::chunk_inside(m, n, 0, kk);
+    const bool interior = Sw::chunk_inside(m, n, stripe.i0, kk);
     const auto sweep_chunk = [&](auto inside_constant) {
       constexpr bool kInside = decltype(inside_constant)::value;
 #pragma unroll
@@ -199,6 +236,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
         float u = l == 0 ? 0.f : up_u * from_lane_above;  // X of the lane's first row
         float d = rows.diag;
         rows.diag = l == 0 ? row0_d : up_d * from_lane_above;
+        if constexpr (kStacked) {
+          u = reads_ring ? above_u[w] : u;
+          rows.diag = reads_ring ? above_d[w] : rows.diag;
+        }
         [[maybe_unused]] const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -246,6 +287,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
             has_final = true;
           }
         }
+        if constexpr (kStacked) {
+          last_d[w] = rows.z[R - 1];
+          last_u[w] = rows.u;
+        }
         up_d = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
         up_u = __shfl_up_sync(kFullMask, rows.u, 1, G);
       }
@@ -257,6 +302,24 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) bad |= r < rows_before_m && !(umin[r] >= kVgapFloor);
+    if constexpr (kStacked) {
+      // The chunk's last row (lane G - 1's, at its columns kk kW - (G - 1) + q, in the k it kept
+      // through the chunk) as H for the stripe below, column q by lane q; the shuffles outside
+      // any branch (scaled.cuh's sweep says why).
+      float d_mine = 0.f, u_mine = 0.f;
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        const float d = __shfl_sync(kFullMask, last_d[w], G - 1);
+        const float u = __shfl_sync(kFullMask, last_u[w], G - 1);
+        d_mine = stripe.lane == w ? d : d_mine;
+        u_mine = stripe.lane == w ? u : u_mine;
+      }
+      const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
+      const int j = kk * kW - (G - 1) + stripe.lane;
+      if (stripe.leaves_row && stripe.lane < kW && j >= 0 && j <= n) {
+        stripe.put(j, {log_space(d_mine, k_last, t), log_space(u_mine, k_last, t)});
+      }
+    }
   }
 }
 
@@ -283,19 +346,24 @@ __device__ __forceinline__ T group_max(T v) {
 constexpr int affine_min_blocks(int G, Ends ends) { return G == 16 && is_local(ends) ? 6 : 0; }
 
 // Items of one stripe (M <= G R), penalties one value an item; the items it refuses the same
-// warp sweeps again in log space (keep_or_redo).
-template <int G, int R, Ends kEnds>
+// warp sweeps again in log space (keep_or_redo). kStacked: items of several stripes (G = 32, R =
+// 1, a warp a stripe, chunks of kLongSteps; striped_launch.cuh takes it at t >=
+// kLongStepsMinTemperature), whose refused items a log-space launch takes again (flagged in
+// `redo`, as scaled.cuh's stacked forward flags them).
+template <int G, int R, Ends kEnds, bool kStacked = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnds))
     affine_forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws,
-                          float* score) {
-  constexpr int kW = kSteps;
+                          float* score, int* redo) {
+  constexpr int kW = kStacked ? kLongSteps : kSteps;
   using Sh = typename Sweep<false, G, R, kW>::Sh;
-  constexpr int kGroups = Sh::kGroups;
+  constexpr int kGroups = Sh::kGroups, kRows = Sh::kRows;
   static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
   static_assert(kW * gap_bound(kW) <= 96, "no D of a chunk below 2^-96 (the top of the file)");
+  static_assert(!kStacked || (Sh::kStacked && R == 1), "items of several stripes: a row a lane");
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  using Stripe = std::conditional_t<kStacked, RingStripe<2>, OneStripe>;
   // The warp's shared memory: this sweep's tiles, or the log-space sweep's (forward_unit) for the
-  // items it refuses.
+  // items of one stripe it refuses.
   using LogSh = typename Sweep<true, G, R, forward_chunk_steps(true, G)>::Sh;
   constexpr int kSmemFloats =
       Sh::kWarpFloats > LogSh::kWarpFloats ? Sh::kWarpFloats : LogSh::kWarpFloats;
@@ -304,26 +372,29 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
   const int warp = threadIdx.x / 32, lane_id = threadIdx.x % 32;
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int grp = lane_id / G, l = lane_id % G;
-  const int64_t unit = unit_of_warp(warp, ws);  // geo.stripes = 1
-  const int64_t b = unit * kGroups + grp;
+  const int64_t unit = unit_of_warp(warp, ws);
+  const int stripe_index = int(unit % geo.stripes);  // 0 for items of one stripe
+  const int64_t b = (unit / geo.stripes) * kGroups + grp;
+  const int i0 = stripe_index * kRows;
   dp::Config<float> c = v.config;
   c.local = kLocal;  // a constant from here on
   const float t = c.temperature, scale = dp::device::exp2_scale(t);  // exp(x / t) = exp2(x scale)
 
   dp::Item<float> it;
-  int m = 0, n = 0;
+  int m = 0, n = 0, item_stripes = 0;
   float o_c = 0.f, e_c = 0.f;  // o log2(e) / t, e log2(e) / t
   bool bad = false;
   if (b < B) {
     it = v.item(b);
+    item_stripes = (it.m + kRows - 1) / kRows;
     if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
-      if (l == 0) forward_boundary_item<true>(it, b, c, ws, score);
-    } else {
+      if (stripe_index == 0 && l == 0) forward_boundary_item<true>(it, b, c, ws, score);
+    } else if (stripe_index < item_stripes) {
       m = it.m;
       n = it.n;
       o_c = it.open.at(1, 1) * scale;
       e_c = it.extend.at(1, 1) * scale;
-      // Rule gap (NaN too: two tests, as fmaxf would drop a NaN)
+      // Rule gap (NaN too: two tests, as fmaxf would drop a NaN; every stripe of an item alike)
       bad = !(fabsf(o_c) <= float(gap_bound(kW)) && fabsf(e_c) <= float(gap_bound(kW)));
       o_c = bad ? 0.f : o_c;
       e_c = bad ? 0.f : e_c;
@@ -341,43 +412,68 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
   bool has_final = false;
   End end;
   if (steps > 0) {
-    const int rows_inside = min(max(m - l * R, 0), R);
-    AffineRows<R, kLocal> rows(l * R + 1, rows_inside, o_c, e_c, O, F);
-    TileScores<G, R, kW> src{warp_smem, scores, m, n, l, grp, 0, v.N};
+    const int rows_inside = min(max(m - i0 - l * R, 0), R);
+    AffineRows<R, kLocal> rows(i0 + l * R + 1, rows_inside, o_c, e_c, O, F);
+    TileScores<G, R, kW> src{warp_smem, scores, m, n, l, grp, i0, v.N};
+    Stripe stripe{};
+    if constexpr (kStacked) {
+      const bool reads_row = stripe_index > 0;
+      stripe.i0 = i0;
+      stripe.in = reads_row ? ring_slot<Sh::kStates>(ws, geo, b, (stripe_index + 1) % 2) : nullptr;
+      stripe.out = ring_slot<Sh::kStates>(ws, geo, b, stripe_index % 2);
+      stripe.plane = geo.width;
+      stripe.leaves_row = stripe_index + 1 < item_stripes;
+      stripe.tag = stripe_index + 1;  // the stripe above wrote `stripe_index`
+      stripe.lane = l;
+    }
     affine_sweep<G, R, kEnds>(src, m, n, o_c, e_c, O, F, scale, t, steps, l, rows, bad,
-                              final_value, has_final);
+                              final_value, has_final, stripe);
     bad |= m > 0 && !(rows.xmin >= kScoreFloor);  // rule score (NaN scores: the ends)
     if constexpr (kLocal) {
       int top;
       end = lane_end<R, kSoft>(rows, t, top, bad);
-      if (kSoft && l == 0) {
+      if (kSoft && l == 0 && stripe_index == 0) {
         End empty;  // best 0, soft sum 1
         empty.merge(end, c, kSoft);
         end = empty;
       }
       end.merge_group<G>(c, kSoft);
-      // Rules end and one, against the item's score in powers of two (every lane has it).
+      // Rules end and one against the item's end, in powers of two (every lane has it); items of
+      // several stripes against the stripe's, at most the item's (so refusing more).
       const float log2_end = end.score(c, kSoft) / (t * dp::device::kLn2);
       const int kmax = group_max<G>(rows.kmax);
       const float xmax = group_max<G>(rows.xmax);
       const bool far = !(float(kmax) - log2_end <= float(kEndExponent));  // NaN too
       const bool one = kmax > kOneExponent &&
                        !(xmax + 20.f + float(max(0, kmax - 149)) <= log2_end - 24.f);
-      // Rule near, local max on the largest A before the empty alignment's 0 clamps it.
-      float log2_value = log2_end;
-      if constexpr (!kSoft) {
-        int top_a;
-        const float largest = rows_total<R, false>(rows, top_a);
-        log2_value = group_max<G>(dp::device::lg2(largest) + float(top_a));  // -inf if none
+      bool near = false;  // rule near, items of one stripe (several: on the item's score, below)
+      if constexpr (!kStacked) {
+        // local max on the largest A before the empty alignment's 0 clamps it
+        float log2_value = log2_end;
+        if constexpr (!kSoft) {
+          int top_a;
+          const float largest = rows_total<R, false>(rows, top_a);
+          log2_value = group_max<G>(dp::device::lg2(largest) + float(top_a));  // -inf if none
+        }
+        near = fabsf(log2_value) < kNearExponent;
       }
-      const bool near = fabsf(log2_value) < kNearExponent;
       bad |= m > 0 && (far || one || near);
     } else {
       bad |= has_final && fabsf(final_value) < t * dp::device::kLn2 * kNearExponent;  // near
     }
   }
-  keep_or_redo<true, G, R, kEnds>(bad, end, final_value, has_final, m, l, grp, b, unit, v, B, geo,
-                                  ws, c, score, warp_smem);
+  if constexpr (kStacked) {
+    // Rule near on the item's local score, by its last stripe (item_end merges the stripes'
+    // ends); local max: a clamped score below t ln(2) / 4, 0 too.
+    const auto near = [&](float item_score) {
+      return fabsf(item_score) < t * dp::device::kLn2 * kNearExponent;
+    };
+    keep_or_flag<G>(bad, end, final_value, has_final, m, l, steps, b, unit, stripe_index,
+                    item_stripes, n, c, kLocal, kSoft, geo, ws, score, redo, near);
+  } else {
+    keep_or_redo<true, G, R, kEnds>(bad, end, final_value, has_final, m, l, grp, b, unit, v, B,
+                                    geo, ws, c, score, warp_smem);
+  }
 }
 
 }  // namespace scaled

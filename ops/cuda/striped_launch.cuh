@@ -186,17 +186,35 @@ struct Launch {
       }
     }
     // The affine model at t > 0, items of one stripe (the short pairs' two shapes): in probability
-    // space (scaled_affine.cuh), the items it refuses swept again in log space by the same warps.
-    // NOT YET RUN ON A GPU (session 37): the log-space forward it replaces is streamed below.
+    // space (scaled_affine.cuh), the items it refuses swept again in log space by the same warps
+    // (H200, session 38: (65536, 32^2) 346 GCUPS against the streamed log-space forward's 243.5).
+    // Items of several stripes, a row a lane, at t >= kLongStepsMinTemperature: the stacked
+    // affine forward, its refused items flagged for a second, log-space launch. NOT YET RUN ON A
+    // GPU (session 38).
     if constexpr (kAffine && ((G == 16 && R == 2) || (G == 32 && R == 1))) {
-      if (view.config.temperature > 0.f && !log_space_only() && geo.stripes == 1) {
+      const float t = view.config.temperature;
+      if (t > 0.f && !log_space_only() && geo.stripes == 1) {
         with_ends(view.config, [&](auto ends) {
           stripes::scaled::affine_forward_kernel<G, R, decltype(ends)::value>
               <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                  view, B, geo, ws, score.data_ptr<float>());
+                  view, B, geo, ws, score.data_ptr<float>(), nullptr);
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
         return;
+      }
+      if constexpr (Sh::kStacked) {
+        if (t >= stripes::scaled::kLongStepsMinTemperature && !log_space_only()) {
+          at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+          with_ends(view.config, [&](auto ends) {
+            stripes::scaled::affine_forward_kernel<G, R, decltype(ends)::value, true>
+                <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                    view, B, geo, ws, score.data_ptr<float>(), redo.data_ptr<int>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          });
+          log_space_forward<false>(workspaces(false)[0], redo.data_ptr<int>(),
+                                   score.data_ptr<float>());
+          return;
+        }
       }
     }
     // The short pairs' affine shape: streamed (streamed.cuh) when the batch gives every group

@@ -833,19 +833,20 @@ struct Sweep {
 
 // A stripe's local end (SPEC "Score"; the stripe's lanes merged), by one lane: an item of one
 // stripe has its score (kSave: and its end, for the adjoint's seed); else each stripe leaves its
-// end and the item's last stripe merges them in stripe order, waiting for each.
+// end and the item's last stripe merges them in stripe order, waiting for each. Returns the
+// item's score where this stripe stored it, else NaN.
 template <bool kSave>
-__device__ __forceinline__ void item_end(const End& end, int64_t b, int stripe, int item_stripes,
-                                         int n, const dp::Config<float>& c, bool soft,
-                                         const Geometry& geo, const Workspace& ws, float* score) {
+__device__ __forceinline__ float item_end(const End& end, int64_t b, int stripe, int item_stripes,
+                                          int n, const dp::Config<float>& c, bool soft,
+                                          const Geometry& geo, const Workspace& ws, float* score) {
   if (item_stripes == 1) {
     score[b] = end.score(c, soft);
     if (kSave) end.store(ws.ends + b * 4);
-    return;
+    return score[b];
   }
   end.store(ws.stripe_ends + (b * geo.stripes + stripe) * 4);
   publish(ws.progress + b * geo.stripes + stripe, n + 2);
-  if (stripe != item_stripes - 1) return;
+  if (stripe != item_stripes - 1) return __int_as_float(0x7fffffff);
   End total;
   for (int s = 0; s < item_stripes; ++s) {
     wait_for(ws.progress + b * geo.stripes + s, n + 2);
@@ -863,6 +864,7 @@ __device__ __forceinline__ void item_end(const End& end, int64_t b, int stripe, 
   }
   score[b] = total.score(c, soft);
   if (kSave) total.store(ws.ends + b * 4);
+  return score[b];
 }
 
 // An item of only boundaries (m = 0 or n = 0): the general sweep's forward, by the calling lane,
