@@ -114,7 +114,7 @@ struct AffineRows : Rows<R, kLocal> {
   }
 };
 
-// The sweep of a warp's items (one stripe), or of one stripe of a warp's item (AffineStripe:
+// The sweep of a warp's items (one stripe), or of one stripe of a warp's item (RingStripe<2>:
 // items of several stripes), affine, in probability space (scaled.cuh's sweep for the affine
 // cell): leaves each lane's rows (their ends, local) and the rules' extremes in `rows`, global
 // the value at (m, n) in `final_value` of the lane that has it; sets `bad` where the item is
