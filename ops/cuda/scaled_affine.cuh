@@ -468,8 +468,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
     const auto near = [&](float item_score) {
       return fabsf(item_score) < t * dp::device::kLn2 * kNearExponent;
     };
-    keep_or_flag<G>(bad, end, final_value, has_final, m, l, steps, b, unit, stripe_index,
-                    item_stripes, n, c, kLocal, kSoft, geo, ws, score, redo, near);
+    keep_or_flag<G, false>(bad, end, final_value, has_final, m, l, steps, b, unit, stripe_index,
+                           item_stripes, n, c, kLocal, kSoft, geo, ws, score, redo, near);
   } else {
     keep_or_redo<true, G, R, kEnds>(bad, end, final_value, has_final, m, l, grp, b, unit, v, B,
                                     geo, ws, c, score, warp_smem);
