@@ -373,8 +373,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
   if (int64_t(blockIdx.x) * kWarpsPerBlock + warp >= geo.units) return;  // the whole warp
   const int grp = lane_id / G, l = lane_id % G;
   const int64_t unit = unit_of_warp(warp, ws);
-  const int stripe_index = int(unit % geo.stripes);  // 0 for items of one stripe
-  const int64_t b = (unit / geo.stripes) * kGroups + grp;
+  const int stripe_index = kStacked ? int(unit % geo.stripes) : 0;  // else geo.stripes = 1
+  const int64_t b = (kStacked ? unit / geo.stripes : unit) * kGroups + grp;
   const int i0 = stripe_index * kRows;
   dp::Config<float> c = v.config;
   c.local = kLocal;  // a constant from here on
@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
     item_stripes = (it.m + kRows - 1) / kRows;
     if (it.m == 0 || it.n == 0) {  // only boundaries: the general sweep has them
       if (stripe_index == 0 && l == 0) forward_boundary_item<true>(it, b, c, ws, score);
-    } else if (stripe_index < item_stripes) {
+    } else if (!kStacked || stripe_index < item_stripes) {
       m = it.m;
       n = it.n;
       o_c = it.open.at(1, 1) * scale;
