@@ -170,6 +170,25 @@ def test_scaled_affine_forward_rows_past_2_127(end, batch):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_affine_forward_row_far_below_the_next(end, batch):
+    """t = 1, three rows of s log2(e) = -70 but (3, 2 + q) 62, (2, 9 + q) 0, (3, 10 + q) 70: row
+    3's k reaches 60 while row 2's is -70, and the factor between them, 2^-130, was clamped to
+    2^-126; the diagonal into (3, 10 + q) came 8.5 times too large (the session 38 review: local
+    max 50.72 for 49.21). Rule loses now refuses a local row more than 126 below the next (the
+    emulation: 4-5 of these 16 wrong without it, at G 16 R 2 and G 32 R 1)."""
+    c = 1.4426950408889634
+    scores = torch.full((16, 3, 32), -70 / c, dtype=torch.float64)
+    for q in range(16):
+        scores[q, 2, 1 + q], scores[q, 1, 8 + q], scores[q, 2, 9 + q] = 62 / c, 0.0, 70 / c
+    copies = -(-batch(1500) // 16)
+    rep = lambda x: torch.cat([x] * copies)  # noqa: E731
+    p = Problem(rep(scores), rep(torch.full((16,), -1.0, dtype=torch.float64)),
+                rep(torch.full((16,), -0.1, dtype=torch.float64)), 1.0, mode=end[0],
+                reduction=end[1])
+    assert_matches_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_affine_forward_scores_near_exp2_range(end, batch):
     """s log2(e) / t near -126 (the score rule's floor) and near +127 (E near overflow)."""
     p = affine(end, 1.0, batch(1500), seed=8)

@@ -28,8 +28,9 @@ Refusal rules (names as in `why`; `off` switches any of them off, to show it is 
           its kx) scale: one FMNMX a cell, tested once a chunk. U is the only value a row hands
           on that has no lower bound against the row's top (Y is never followed by X)
   loses   at a chunk's start, neighbouring rows' k so far apart that the factor would be clamped
-          (> 120), or (global) the row above's D could leave float's normal range in this row's
-          scale within the chunk (k_above - k < -(126 - kW gb)); split: also |k - kx| > 102
+          (> 120; local: k_above - k < -126), or (global) the row above's D could leave float's
+          normal range in this row's scale within the chunk (k_above - k < -(126 - kW gb));
+          split: also |k - kx| > 102
   diag    global: the first step's diagonal (row above at j0 - 1) not normal after the chunk's
           rescale (unless 0)
   one     local, some row inside with k > 120: A = E (2^-k + d) drops the 1 past k = 126 and
@@ -137,8 +138,10 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
     steps = int(np.max(np.where(alive, n + G, 0), initial=0))
 
     def loses(dk, kk_):
-        # local: what a subnormal d or a dropped 1 costs A is bounded at the end (rule "one")
-        below = np.where(local, 1 << 30, below_global)
+        # local: only a clamped factor (what a subnormal d or a dropped 1 costs A is bounded at
+        # the end, rule "one"; a factor clamped at 2^-126 for 2^-130 made A 8.5x too large: the
+        # session 38 review's example, row 3 of k = 60 under row 2 of k = -70)
+        below = np.where(local, 126, below_global)
         return (dk > KFAC) | (dk < -below)
 
     def kx_apart(r):  # split: the row's two exponents so far apart that O 2^(k - kx) or 2^(kx - k)

@@ -115,7 +115,9 @@ __device__ __forceinline__ unsigned groups_where(bool bad) {
 
 // A lane's R rows between steps (probability space): row r's value at the column just done is
 // z[r] 2^k[r]; `diag` is the row above the lane's first row at that column, in row 0's scale.
-template <int R, bool kLocal>
+// kAtLeastOne: every value of a row is at least 1 (the linear model's local rows: each cell has
+// the empty alignment's 1), which lets Rows::loses leave a factor between rows unchecked below.
+template <int R, bool kLocal, bool kAtLeastOne = kLocal>
 struct Rows {
   float z[R];
   int k[R];
@@ -146,10 +148,10 @@ struct Rows {
   // row above's z in [1, 2)), could lose some of what the row above brings to it in the chunk:
   // dk beyond kFactorBound, or so low that the row above's values, which fall by at most G a
   // column, could leave float's normal range in this row's scale (`below`: 126 - kW |g|
-  // log2(e) / t) and then, times a large E, matter. A local row whose k is at most 102 keeps
-  // them normal anyway: they are at least 1, 2^-k in its scale.
+  // log2(e) / t) and then, times a large E, matter. A row of values at least 1 (kAtLeastOne)
+  // whose k is at most 102 keeps them normal anyway: they are at least 1, 2^-k in its scale.
   __device__ static bool loses(int dk, int k, int below) {
-    return dk > kFactorBound || (dk < -below && !(kLocal && k <= 102));
+    return dk > kFactorBound || (dk < -below && !(kAtLeastOne && k <= 102));
   }
 
   // At a chunk's start: every row's z to [1, 2), its k changed to match (those outside

@@ -24,8 +24,9 @@
 //         only way into a row; -inf too);
 //  vgap   some U(i, j), i < m, below 2^-100 in its row's scale (U has no lower bound against the
 //         row's D: Y never feeds X);
-//  loses  neighbouring rows' k more than kFactorBound apart, or (global) the row above's D could
-//         leave float's normal range in this row's scale within the chunk, or a row of the item
+//  loses  neighbouring rows' k more than kFactorBound apart, or (local) the row above's more than
+//         126 below (its factor would be clamped), or (global) the row above's D could leave
+//         float's normal range in this row's scale within the chunk, or a row of the item
 //         whose D reached 2^127 by a chunk's start (it keeps its k, and the factor below it
 //         would be clamped);
 //  diag   (global) the first step's diagonal not normal after the chunk's rescale (unless 0);
@@ -60,8 +61,8 @@ constexpr float kNearExponent = 0.25f;   // rule near: |log2 of the end's value|
 // last row's U (the lane below's X). Rows::renormalize brings D to [1, 2) and its one, end and
 // factors along; y and u follow here.
 template <int R, bool kLocal>
-struct AffineRows : Rows<R, kLocal> {
-  using Base = Rows<R, kLocal>;
+struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-126: no 1 in it
+  using Base = Rows<R, kLocal, false>;
   float y[R];
   float u;
   // The refusal rules' running extremes: s log2(e) / t of the lane's cells inside (score, one)
@@ -147,11 +148,12 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     reads_ring = stripe.in != nullptr && l == 0;
     stripe.template request<kW>(0, n);
   }
-  // Rows::loses: local rows need no lower bound (rule one bounds what a subnormal diagonal or a
-  // dropped 1 costs); global ones that the row above's D, falling by at most min(O, F) a column,
-  // stays normal through the chunk.
-  const int below = kLocal ? INT_MAX / 2
-                           : 126 - kW * int(ceilf(fmaxf(fabsf(o_c), fabsf(e_c))));
+  // Rows::loses: local rows only that the factor from the row above is not clamped (rule one
+  // bounds what a subnormal diagonal or a dropped 1 costs; a clamped factor of 2^-126 for
+  // 2^-130 made A 8.5 times too large: the session 38 review, a row of k = 60 under one of k =
+  // -70); global ones that the row above's D, falling by at most min(O, F) a column, stays
+  // normal through the chunk.
+  const int below = kLocal ? 126 : 126 - kW * int(ceilf(fmaxf(fabsf(o_c), fabsf(e_c))));
   // Column 0 (and before it: lanes of G > kW reach it over several chunks), in each row's
   // scale: z of [1, 2) (global) or 0, so that a renormalisation keeps the row's k.
   float zero_d[R], zero_l[R], zero_u[R];
