@@ -83,6 +83,11 @@ __device__ __forceinline__ float pow2_or_zero(int e) { return e < -126 ? 0.f : p
 __device__ __forceinline__ float pow2_to_subnormal(int e) {
   return e >= -126 ? pow2(min(e, 127)) : e >= -149 ? __int_as_float(1 << (e + 149)) : 0.f;
 }
+// 2^y, down to 2^-149 (a subnormal, where ex2.approx.ftz flushes below 2^-126): a value brought
+// into a row's scale keeps what a product by the factor between rows would keep.
+__device__ __forceinline__ float ex2_to_subnormal(float y) {
+  return y < -126.f ? dp::device::ex2(y + 64.f) * 0x1p-64f : dp::device::ex2(y);
+}
 // x 2^e for e <= 0 by two exact factors (one rounding, graceful underflow): a sum moved to a
 // larger exponent. A single factor, 0 below 2^-126, lost whole sums that had risen within a chunk.
 __device__ __forceinline__ float scale_down(float x, int e) {

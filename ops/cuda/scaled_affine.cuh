@@ -124,9 +124,9 @@ struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-1
 // A stripe below the first (notes/scaled-forward-plan.md, "Affine stacked scaled forward"): its
 // lane 0 is a lane whose lane above is the stripe above's last, D and U of that row coming
 // through the ring as H, a chunk's columns at a time (lane q: column kk kW + q), each brought to
-// lane 0's scale by one exp2 (below 2^-126: 0) and handed to lane 0; the exponent of the chunk's
-// first D stands for the lane above's k in rule loses. Its last lane leaves D and U of its row
-// as H, the chunk's columns at the chunk's end.
+// lane 0's scale (subnormal below 2^-126, as a factor's product) and handed to lane 0; the
+// exponent of the chunk's first D stands for the lane above's k in rule loses. Its last lane
+// leaves D and U of its row as H, the chunk's columns at the chunk's end.
 template <int G, int R, Ends kEnds, class Scores, class Stripe>
 __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_c, float e_c,
                                              float O, float F, float scale, float t, int steps,
@@ -211,8 +211,11 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
       bad |= reads_ring && cells_ahead && first > -INFINITY &&
              rows.loses(int(fminf(first, 1e6f)) - rows.k[0], rows.k[0], below);
       const bool column = stripe.lane < kW && kk * kW + stripe.lane <= n;
-      const float d_mine = column ? dp::device::ex2(fmaf(h.v[0], scale, -k_lane0)) : 0.f;
-      const float u_mine = column ? dp::device::ex2(fmaf(h.v[1], scale, -k_lane0)) : 0.f;
+      // Subnormal in lane 0's scale where a lane above's would be (the factor's product keeps
+      // them; rules one and vgap count on it): a flush lost up to 2^(k0 - 126) a cell (the
+      // session 38 review).
+      const float d_mine = column ? ex2_to_subnormal(fmaf(h.v[0], scale, -k_lane0)) : 0.f;
+      const float u_mine = column ? ex2_to_subnormal(fmaf(h.v[1], scale, -k_lane0)) : 0.f;
 #pragma unroll
       for (int w = 0; w < kW; ++w) {
         above_d[w] = __shfl_sync(kFullMask, d_mine, w);
@@ -421,8 +424,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
     if constexpr (kStacked) {
       const bool reads_row = stripe_index > 0;
       stripe.i0 = i0;
-      stripe.in = reads_row ? ring_slot<Sh::kStates>(ws, geo, b, (stripe_index + 1) % 2) : nullptr;
-      stripe.out = ring_slot<Sh::kStates>(ws, geo, b, stripe_index % 2);
+      // A slot of two planes (D, U; ring_slot<1>'s layout), inside the affine workspace's.
+      stripe.in = reads_row ? ring_slot<1>(ws, geo, b, (stripe_index + 1) % 2) : nullptr;
+      stripe.out = ring_slot<1>(ws, geo, b, stripe_index % 2);
       stripe.plane = geo.width;
       stripe.leaves_row = stripe_index + 1 < item_stripes;
       stripe.tag = stripe_index + 1;  // the stripe above wrote `stripe_index`
