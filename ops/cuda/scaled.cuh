@@ -592,8 +592,8 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
 }
 
 // A local sweep's rows in one sum (or max) at their largest exponent: total 2^top.
-template <int R, bool kSoft>
-__device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top) {
+template <int R, bool kSoft, bool kAtLeastOne>
+__device__ __forceinline__ float rows_total(const Rows<R, true, kAtLeastOne>& rows, int& top) {
   top = rows.ka[0];
 #pragma unroll
   for (int r = 1; r < R; ++r) top = max(top, rows.ka[r]);
@@ -609,8 +609,9 @@ __device__ __forceinline__ float rows_total(const Rows<R, true>& rows, int& top)
 // A local sweep's lane end in log space: its rows' sum (or max) as End's best with a soft sum of
 // 1, or best 0 and soft sum 0 where no cell of the lane counted; `bad` where the sum is not
 // finite (an inf or NaN cell reaches it). `top`: the exponent of the rows' total.
-template <int R, bool kSoft>
-__device__ __forceinline__ End lane_end(const Rows<R, true>& rows, float t, int& top, bool& bad) {
+template <int R, bool kSoft, bool kAtLeastOne>
+__device__ __forceinline__ End lane_end(const Rows<R, true, kAtLeastOne>& rows, float t, int& top,
+                                        bool& bad) {
   const float total = rows_total<R, kSoft>(rows, top);
   bad |= !(total < INFINITY);  // NaN too
   End end;
