@@ -46,28 +46,104 @@ Refusal rules (names as in `why`; `off` switches any of them off, to show it is 
 The split variant has a hole the fuzz did not find (notes): A's subnormal rounding in the row's
 scale, times O 2^(k - kx), is not bounded by its U test.
 
+Stacked items (run_stacked; the design: notes/scaled-forward-plan.md, "Affine stacked scaled
+forward: design (session 38)"): items of any height in stripes of 32 rows (G = 32, R = 1, kW =
+16: rule gap at 6), stripe s holding rows i0 + 1 .. i0 + 32, i0 = 32 s, swept one after another
+by the same sweep_stripe() that run() calls (absolute row numbers: global column 0, m). Lane
+G - 1 leaves the "ring": its row's D and U at each column j = 0 .. n as H = t ln2 (lg2(z) + k)
+(float32, z in the k of the chunk that computed the column; -inf where z = 0). Lane 0 of stripe
+s > 0 reads it at each chunk's start after the renormalisation, the chunk's columns j = kk kW + w
+converted to its row's k0 as ex2(fma(H, scale, -k0)) (ex2.ftz: below 2^-126 0, -inf 0; past n
+0), and takes them as a lane takes the lane above's D (its next diagonal) and U (its X).
+Rules at the ring:
+  ring    rule loses for lane 0 against the row above: q = floor(hD(kk kW) scale) stands for
+          k_above (clamped to +-1e6 as the linear stacked kernel does, NaN to -1e6; skipped
+          where hD is -inf); lane 0 does not take DP row 0's loses test
+  diag    (global) on the first diagonal carried over from the chunk before, as for lanes > 0
+  vgap    the stripe above tests its last row's U (row i0 < m); nothing more
+Ends: local, every stripe's lanes' ends (total 2^top) merged as the lanes of one item (max;
+soft: log-sum-exp, the empty alignment's 1 counted once); rules end and one per stripe against
+the stripe's own end (conservative); global, t ln D(m, n) from the stripe with row m (end
+there). Rule near on the item's merged score: |score| / (t ln 2) < 1/4 (local max: the clamped
+score, so items scoring 0 are refused). An item is refused if any stripe refuses it.
+Not covered by a rule (an argument, no miss found): the ring's flush of lane 0's diagonal below
+2^-126 of its row (lanes > 0 keep a subnormal, 2^-149) costs a local A up to 2^(k - 126) of
+itself, k the row's exponent, 2^-6 at k = 120 where rule one starts; missing the fuzz's 2e-4
+needs a row 2^98 above its end (gaps that pay) over a row above 2^126 below it.
+Global rows far below the diagonal (i >> j) rise by about (|e| + the best s) log2(e) / t a
+column (each column saves a gap): N(0, 1) scores, o = -1, e = -0.5, t = 0.5, a float64 DP has
+row 256's D rise 2^123 .. 2^131 (3 items) above D(256, 0) within columns 1 .. 16, past float's
+range within one chunk of 16. Such items are refused (loses, end; none wrong): `--rates` 256 x
+256 global 21 of 32 at t = 0.5; 1024 x 128 global (32 items) 31 at t = 1, 32 at t = 0.5; with
+kW = 8 none of these (t = 0.5, 0.75, 1; 64 .. 1024 rows).
+
     SOFTALIGN_LIBRARY=build/libsoftalign.so python3 tools/affine_scaled_emulation.py --seconds 300
+    SOFTALIGN_LIBRARY=build/libsoftalign.so python3 tools/affine_scaled_emulation.py --stacked
+        --seconds 120 --seed 1 [--rows-max 200] [--off ring] [--rates]   (one line)
 """
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from f32_intrinsics import (F, KFAC, KTINY, LN2, add, ex2, factor, fma, follow_k, local_score, mul,
-                            pow2, rows_total, shfl_up, unit_mantissa)
+from f32_intrinsics import (F, KFAC, KTINY, LN2, add, ex2, factor, fma, follow_k, lg2, local_score,
+                            mul, pow2, rows_total, shfl_up, unit_mantissa)
 
 LOG2E = 1.4426950408889634
-RULES = ("gap", "score", "vgap", "loses", "diag", "one", "end", "near")
+RULES = ("gap", "score", "vgap", "loses", "ring", "diag", "one", "end", "near")
 K_END = 100  # rule "end": a row's k at most this above log2 of the local end
 K_NEAR = 0.25  # rule "near": |log2 of the end's value| at least this
 
 
-def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, variant="shared",
-        off=(), theta_u=-100, stats=None):
-    """S: (B, M, N) float64 (M <= G R); o, e: (B,) penalties; m, n: (B,) lengths."""
-    assert S.shape[1] <= G * R
+@dataclass
+class StripeSweep:
+    """What sweep_stripe leaves of one stripe (rows i0 + 1 .. i0 + G R) of each item.
+    score:      (B,) float64: local, the stripe's own end (its lanes' ends merged as
+                local_score does); global, t ln D(m, n) where the stripe has row m, else 0
+    why:        rule -> (B,) bool, the rules checked by the stripe (all but near), for the items
+                with rows in it
+    total, top: local, the lanes' ends total 2^top, (B, G) (None global)
+    ring_below: (hD, hU), (B, N + 1) float32: the stripe's last row's D and U at columns 0 .. n
+                as H = t ln2 (lg2(z) + k), z in the row's k at the chunk that computed the column
+                (-inf where z is 0); what lane 0 of the stripe below reads"""
+    score: np.ndarray
+    why: dict
+    total: object
+    top: object
+    ring_below: tuple
+
+
+def log_space(z, k, t):
+    """scaled.cuh's log_space: t ln2 (lg2(z) + k) in float32, as (t kLn2) (lg2(z) + k)."""
+    return mul(mul(F(t), LN2), add(lg2(z), np.asarray(k).astype(F)))
+
+
+def ring_row_above(ring_above, kk, kW, k0, scale, n):
+    """Lane 0's row above at chunk kk's columns j = kk kW + w (w < kW) from the ring's H, in the
+    scale of lane 0's row k0 (B,): (D, U), each (B, kW), ex2(fma(h, scale, -k0)) (below 2^-126 0,
+    -inf 0), 0 past n (not read)."""
+    hD, hU = ring_above
+    cols = kk * kW + np.arange(kW)
+    at = np.minimum(cols, hD.shape[1] - 1)
+    read = cols[None, :] <= n[:, None]
+    minus_k0 = -k0.astype(F)[:, None]
+
+    def to_row(h):
+        return np.where(read, ex2(fma(h[:, at], scale, minus_k0)), F(0)).astype(F)
+    return to_row(hD), to_row(hU)
+
+
+def sweep_stripe(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8,
+                 variant="shared", theta_u=-100, i0=0, ring_above=None):
+    """One stripe of each item: rows i0 + 1 .. i0 + G R of S (B, M, N) float64 (absolute row
+    numbers: global column 0, m); ring_above: None (the first stripe: lane 0's row above is DP
+    row 0) or the stripe above's ring_below. Returns a StripeSweep."""
+    S = S[:, i0:i0 + G * R]
     local = mode == "local"
     soft = local and reduction == "soft"
     split = variant == "split"
+    reads_ring = ring_above is not None
+    assert not (reads_ring and split), "the ring carries no kx"
     B, M, N = S.shape
     scale = F(LOG2E / t)
     l = np.arange(G)[None, :]
@@ -87,17 +163,20 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
     mm = m[:, None] * np.ones((1, G), int)
     nn = n[:, None] * np.ones((1, G), int)
     valid = (mm > 0) & (nn > 0)
-    first_row = l * R + 1
-    rows_inside = np.clip(mm - l * R, 0, R)
-    # scores: x = s scale at (i, j) inside the item, 0 elsewhere (E = 1)
+    in_stripe = valid & (mm > i0)
+    first_row = i0 + l * R + 1  # absolute row number of the lane's first row
+    rows_inside = np.clip(mm - i0 - l * R, 0, R)
+    # scores: x = s scale at (i, j) inside the item, 0 elsewhere (E = 1); Sp's row i - i0
     Sp = np.zeros((B, G * R + 1, N + 1 + kW * 4 + G), F)
-    ii = np.arange(1, M + 1)[None, :, None]
+    ii = i0 + np.arange(1, M + 1)[None, :, None]
     jj = np.arange(1, N + 1)[None, None, :]
     inside_ij = (ii <= m[:, None, None]) & (jj <= n[:, None, None])
     Sp[:, 1:M + 1, 1:N + 1] = np.where(inside_ij, S, 0).astype(F)
     X_all = mul(Sp, scale)
     E_all = ex2(X_all)
     bi = np.arange(B)[:, None]
+    ring_d = np.full((B, N + 1), -np.inf, F)  # the last row's D and U as H, columns 0 .. N
+    ring_u = np.full((B, N + 1), -np.inf, F)
 
     zeros = lambda: np.zeros((R, B, G), F)  # noqa: E731
     k = np.zeros((R, B, G), np.int64)
@@ -134,7 +213,7 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
     fa, fx, ox, xk = set_factors()
     final_value = np.zeros((B, G), np.float64)
     has_final = np.zeros((B, G), bool)
-    alive = valid[:, 0] & ~bad["gap"][:, 0]
+    alive = valid[:, 0] & ~bad["gap"][:, 0] & (m > i0)
     steps = int(np.max(np.where(alive, n + G, 0), initial=0))
 
     def loses(dk, kk_):
@@ -198,8 +277,18 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
         else:
             c_row0 = np.where(j0 - 1 >= 1, fma((j0 - 2).astype(F), e_c, o_c), F(0))
             k_row0 = np.floor(c_row0).astype(np.int64)
-            bad["loses"] |= cells_ahead & loses(np.where(l == 0, k_row0, k_above) - k[0], k[0])
+            bad["loses"] |= cells_ahead & ((l > 0) | (not reads_ring)) & loses(
+                np.where(l == 0, k_row0, k_above) - k[0], k[0])
             o_k0 = add(o_c, -k[0].astype(F))  # once a chunk: row 0's O F^(j - 1) in row 1's scale
+        if reads_ring:
+            # Lane 0's row above (row i0) from the ring, this chunk's columns in its row's k; rule
+            # loses on the row above's exponent at the chunk's first column, q = floor(hD scale)
+            # (clamped as the linear stacked kernel clamps it; NaN to -1e6; -inf, D = 0: none)
+            ring_above_d, ring_above_u = ring_row_above(ring_above, kk, kW, k[0][:, 0], scale, n)
+            h_first = ring_above[0][:, min(kk * kW, N)][:, None]
+            q_minus_k0 = add(np.floor(mul(h_first, scale)), -k[0].astype(F))
+            dk = np.fmin(np.fmax(q_minus_k0, F(-1e6)), F(1e6)).astype(np.int64)
+            bad["ring"] |= cells_ahead & (l == 0) & ~(h_first == -np.inf) & loses(dk, k[0])
         umin = np.full((B, G), np.inf, F)
         for w in range(kW):
             j = j0 + w
@@ -207,14 +296,17 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                 row0_d = np.zeros((B, G), F)
             else:
                 row0_d = ex2(np.where(j >= 1, fma((j - 1).astype(F), e_c, o_k0), -k[0].astype(F)))
-            u = np.where(l == 0, F(0), mul(up_u, flx if split else fla)).astype(F)
+            row0_u = F(0)
+            if reads_ring:
+                row0_d, row0_u = ring_above_d[:, w:w + 1], ring_above_u[:, w:w + 1]
+            u = np.where(l == 0, row0_u, mul(up_u, flx if split else fla)).astype(F)
             d = diag
             diag = np.where(l == 0, row0_d, mul(up_d, fla)).astype(F)
             column_inside = (j >= 1) & (j <= nn)
             jc = np.clip(j, 0, Sp.shape[2] - 1)
             for r in range(R):
                 i = first_row + r
-                ib = np.broadcast_to(i, (B, G))
+                ib = np.broadcast_to(i - i0, (B, G))
                 E = E_all[bi, ib, jc]
                 xs = X_all[bi, ib, jc]
                 ins = column_inside & (r < rows_inside)
@@ -250,7 +342,7 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                     u = mul(U, fx[r + 1] if split else fa[r + 1])
                     d = mul(old, fa[r + 1])
             if not local:
-                hit = (j == nn) & (mm > l * R) & (mm <= l * R + R)
+                hit = (j == nn) & (mm > i0 + l * R) & (mm <= i0 + l * R + R)
                 for r in range(R):
                     h = hit & (first_row + r == mm)
                     zr = dd[r]
@@ -259,17 +351,25 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
                         fv = np.float64(t) * LN2 * (np.log2(zr.astype(np.float64)) + k[r])
                     final_value = np.where(h, fv, final_value)
                 has_final |= hit
+            # the ring for the stripe below: lane G - 1's last row at its column
+            j_last = kk * kW - (G - 1) + w
+            if 0 <= j_last <= N:
+                ring_d[:, j_last] = log_space(dd[R - 1][:, G - 1], k[R - 1][:, G - 1], t)
+                ring_u[:, j_last] = log_space(uu[R - 1][:, G - 1], k[R - 1][:, G - 1], t)
             up_u = shfl_up(uu[R - 1])
             up_d = shfl_up(dd[R - 1])
         bad["vgap"] |= ~(umin >= F(2.0 ** theta_u))
         kk += 1
 
     bad["score"] |= ~(xmin >= F(-126))
+    total = top = None
     if local:
         total, top = rows_total(acc, ka, soft)
         bad["end"] |= ~(total < np.inf)
         score = local_score(total, top, t, soft)
         with np.errstate(all="ignore"):
+            # rule "end" against the stripe's own end (in stacked items a lower bound of the
+            # item's: conservative)
             kmax_item = kmax.max(axis=(0, 2))
             far = ~(kmax_item - score / (t * math.log(2)) <= K_END)
             bad["end"] |= far[:, None] & valid
@@ -279,21 +379,76 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
             xmax_item = np.where(np.isnan(xmax), np.inf, xmax).max(axis=1).astype(np.float64)
             lost = xmax_item + 20 + np.maximum(0, kmax_item - 149)
             bad["one"] |= ((kmax_item > 120) & ~(lost <= score / (t * math.log(2)) - 24))[:, None] & valid
-            # rule "near": local max, the largest A unclamped (the lanes' max, 0 where none)
-            log2_value = score / (t * math.log(2)) if soft else np.max(
-                np.log2(total.astype(np.float64)) + top, axis=1)
     else:
         score = np.sum(np.where(has_final, final_value, 0), axis=1).astype(np.float64)
-        log2_value = score / (t * math.log(2))
-    bad["near"] |= (np.abs(log2_value) < K_NEAR)[:, None] & valid
-    why = {r: (bad[r].any(axis=1) & valid[:, 0]) for r in RULES}
-    refused = np.zeros(B, bool)
+    why = {r: (bad[r].any(axis=1) & in_stripe[:, 0]) for r in RULES}
+    return StripeSweep(score, why, total, top, (ring_d, ring_u))
+
+
+def refusals(why, off):
+    """An item is refused where a rule not in `off` says so; a gap past its bound always (the
+    sweep took gap 0: not a result)."""
+    refused = np.zeros(len(why["gap"]), bool)
     for r in RULES:
         if r not in off:
             refused |= why[r]
-    if "gap" in off:  # a gap past the bound was swept with gap 0: not a result
+    if "gap" in off:
         refused |= why["gap"]
-    return score, refused, why
+    return refused
+
+
+def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, variant="shared",
+        off=(), theta_u=-100, stats=None):
+    """Items one stripe tall. S: (B, M, N) float64 (M <= G R); o, e: (B,) penalties; m, n: (B,)
+    lengths. Returns (score, refused, why)."""
+    assert S.shape[1] <= G * R
+    local = mode == "local"
+    soft = local and reduction == "soft"
+    stripe = sweep_stripe(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, theta_u)
+    score, why = stripe.score, dict(stripe.why)
+    # rule "near": local max, the largest A unclamped (the lanes' max, -inf where none)
+    with np.errstate(all="ignore"):
+        log2_value = score / (t * math.log(2)) if soft or not local else np.max(
+            np.log2(stripe.total.astype(np.float64)) + stripe.top, axis=1)
+    why["near"] = (np.abs(log2_value) < K_NEAR) & (m > 0) & (n > 0)
+    return score, refusals(why, off), why
+
+
+def run_stacked(S, o, e, t, m, n, mode="local", reduction="soft", kW=16, variant="shared",
+                off=(), theta_u=-100):
+    """Items of any height, stripes of 32 rows (G = 32, R = 1), swept one after another, lane 0
+    of each stripe below the first reading the stripe above's last row from the ring (the
+    design: notes/scaled-forward-plan.md, "Affine stacked scaled forward"). Local ends merged
+    over the stripes (max; soft: log-sum-exp with the empty alignment's 1 once), global t ln
+    D(m, n) from the stripe with row m; rule near on the item's score (local max: the clamped
+    score, so an item scoring 0 is refused); an item is refused if any stripe refuses it.
+    Returns (score, refused, why) as run()."""
+    G, R = 32, 1
+    local = mode == "local"
+    soft = local and reduction == "soft"
+    B, M, N = S.shape
+    why = {r: np.zeros(B, bool) for r in RULES}
+    totals, tops = [], []
+    global_score = np.zeros(B)
+    ring = None
+    for i0 in range(0, M, G * R):
+        stripe = sweep_stripe(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, theta_u,
+                              i0=i0, ring_above=ring)
+        ring = stripe.ring_below
+        for r in RULES:
+            why[r] |= stripe.why[r]
+        if local:
+            totals.append(stripe.total)
+            tops.append(stripe.top)
+        else:
+            global_score += stripe.score
+    if local:  # every stripe's lanes as lanes of one item
+        score = local_score(np.concatenate(totals, axis=1), np.concatenate(tops, axis=1), t, soft)
+    else:
+        score = global_score
+    with np.errstate(all="ignore"):
+        why["near"] = (np.abs(score / (t * math.log(2))) < K_NEAR) & (m > 0) & (n > 0)
+    return score, refusals(why, off), why
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +457,9 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
 # 2e-4 + 2e-4 |want|; NaN is a miss).
 
 GENERATORS = ("ordinary", "negrows", "vchain", "gapruns", "paying", "temps", "range", "special")
+# Stacked items (--stacked) also take "ringjump": a stripe's first row far above the row over it
+# (the last of the stripe above), which only the ring's rule loses sees where m is that row.
+STACKED_GENERATORS = GENERATORS + ("ringjump",)
 
 
 def _diag(rng, S, t, lo=1, hi=30):
@@ -320,13 +478,15 @@ def _gaps(rng, B, t, gb):
     return o, e
 
 
-def problem(rng, gen, rows, N_max=120):
-    """(S, o, e, t, mode, reduction, m, n) for generator `gen`, M <= rows."""
+def problem(rng, gen, rows, N_max=120, rows_min=1, gap_scale=1.0):
+    """(S, o, e, t, mode, reduction, m, n) for generator `gen`, rows_min <= M <= rows (stacked
+    items: rows_min 33 and rows up to ~200). gap_scale: the gaps' bound gb (3, 12, 24: a quarter,
+    once and twice gap_bound(8) = 12) times this (0.5 for kW = 16's bound 6)."""
     B = 32
-    M, N = int(rng.integers(1, rows + 1)), int(rng.integers(1, N_max + 1))
+    M, N = int(rng.integers(rows_min, rows + 1)), int(rng.integers(1, N_max + 1))
     mode, reduction = str(rng.choice(["local", "global"])), str(rng.choice(["max", "soft"]))
     t = float(rng.choice([0.1, 0.25, 0.5, 1.0, 3.0]))
-    gb = float(rng.choice([3, 12, 24]))
+    gb = float(rng.choice([3, 12, 24])) * gap_scale
     o, e = _gaps(rng, B, t, gb)
     S = rng.normal(0, float(rng.choice([0.5, 1, 3])), (B, M, N)) + float(rng.choice([-2, 0, 0.5]))
     if gen == "ordinary":
@@ -385,6 +545,27 @@ def problem(rng, gen, rows, N_max=120):
         hot = rng.random((B, M, N)) < float(rng.choice([0.0, 0.02, 0.1]))
         x = np.where(hot, rng.uniform(60, 135, (B, M, N)), x)
         S = x * t / LOG2E
+    elif gen == "ringjump":  # row i0 + 1 (a stripe's first) 2^40 .. 2^125 above row i0 (the ring)
+        bound = 12 * gap_scale  # gap_bound(kW)
+        o = -rng.uniform(0.7, 1.0, B) * bound * t / LOG2E
+        e = o * rng.uniform(0.7, 1.0, B)
+        S = rng.normal(0, 1, (B, M, N)) * t
+        first_rows = np.zeros(B, int)
+        for b in range(B):
+            if M <= 32:
+                continue
+            i0 = 32 * int(rng.integers(1, (M - 1) // 32 + 1))
+            first_rows[b] = i0 + 1
+            if rng.random() < 0.5:  # row i0 low, row i0 + 1 rising at some columns
+                S[b, i0 - 1, :] = float(rng.uniform(-120, -40)) * t / LOG2E
+                cols = rng.integers(0, N, int(rng.integers(1, 5)))
+            else:  # rows 1 .. i0 falling by min(O, F) a column from column c on, row i0 + 1
+                c = int(rng.integers(0, N))  # rising before c and after (the ring's D subnormal)
+                S[b, :i0, c:] = rng.uniform(-40, -15, (i0, N - c)) * t / LOG2E
+                cols = np.concatenate([[max(0, c - int(rng.integers(1, 9)))],
+                                       c + rng.integers(0, 20, int(rng.integers(1, 4)))])
+                cols = np.minimum(cols, N - 1)
+            S[b, i0, cols] = rng.uniform(40, 125, len(cols)) * t / LOG2E
     elif gen == "special":
         _diag(rng, S, t)
         for val in (-np.inf, np.inf, np.nan):
@@ -392,6 +573,8 @@ def problem(rng, gen, rows, N_max=120):
         for arr in (o, e):
             arr[rng.random(B) < 0.1] = rng.choice([-np.inf, np.inf, np.nan])
     m, n = rng.integers(0, M + 1, B), rng.integers(0, N + 1, B)
+    if gen == "ringjump":  # half the items end at the jumping row: only lane 0 of its stripe
+        m = np.where((first_rows > 0) & (rng.random(B) < 0.5), first_rows, m)
     m[0], n[0] = M, N
     return S, o, e, t, mode, reduction, m, n
 
@@ -412,20 +595,35 @@ def _setup():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 
-def fuzz(seconds, seed, gens, G, R, kW, variant, off, theta_u, N_max):
+def sweep(S, o, e, t, m, n, mode, reduction, G, R, kW, stacked, variant, off, theta_u):
+    """run(), or run_stacked() (G, R ignored) where `stacked`."""
+    with np.errstate(all="ignore"):
+        if stacked:
+            return run_stacked(S, o, e, t, m, n, mode, reduction, kW, variant, off, theta_u)
+        return run(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, off, theta_u)
+
+
+def fuzz(seconds, seed, gens, G, R, kW, variant, off, theta_u, N_max, stacked=False,
+         rows_max=200, shown=5):
+    """Problems from `gens` in turn for `seconds`; stacked: items of 33 .. rows_max rows
+    (lengths m from 0 up, so some of one stripe) through run_stacked (G = 32, R = 1)."""
     import time
     _setup()
     rng = np.random.default_rng(seed)
-    tot = dict(problems=0, items=0, taken=0, wrong=0, refused=0)
+    tot = dict(problems=0, items=0, taken=0, wrong=0, refused=0, taken_stacked=0)
     by_rule = {r: 0 for r in RULES}
-    per_gen = {g: [0, 0, 0] for g in gens}  # taken, wrong, items
+    alone = {r: 0 for r in RULES}  # items refused by this rule and no other
+    per_gen = {g: [0, 0, 0, 0] for g in gens}  # taken, wrong, refused, items
     start = time.time()
     while time.time() - start < seconds:
         gen = gens[tot["problems"] % len(gens)]
-        S, o, e, t, mode, reduction, m, n = problem(rng, gen, G * R, N_max)
-        with np.errstate(all="ignore"):
-            score, refused, why = run(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, off,
-                                      theta_u)
+        if stacked:
+            S, o, e, t, mode, reduction, m, n = problem(rng, gen, rows_max, N_max, rows_min=33,
+                                                       gap_scale=(96 // kW) / 12)
+        else:
+            S, o, e, t, mode, reduction, m, n = problem(rng, gen, G * R, N_max)
+        score, refused, why = sweep(S, o, e, t, m, n, mode, reduction, G, R, kW, stacked, variant,
+                                    off, theta_u)
         want = reference(S, o, e, t, mode, reduction, m, n)
         items = (m > 0) & (n > 0)
         taken = items & ~refused
@@ -436,43 +634,56 @@ def fuzz(seconds, seed, gens, G, R, kW, variant, off, theta_u, N_max):
         tot["taken"] += int(taken.sum())
         tot["refused"] += int((items & refused).sum())
         tot["wrong"] += int(miss.sum())
+        tot["taken_stacked"] += int((taken & (m > 32)).sum())
         per_gen[gen][0] += int(taken.sum())
         per_gen[gen][1] += int(miss.sum())
-        per_gen[gen][2] += int(items.sum())
+        per_gen[gen][2] += int((items & refused).sum())
+        per_gen[gen][3] += int(items.sum())
+        rules_said = sum(why[r].astype(int) for r in RULES)
         for r in RULES:
             by_rule[r] += int((items & why[r]).sum())
-        for b in np.nonzero(miss)[0][:3]:
+            alone[r] += int((items & why[r] & (rules_said == 1)).sum())
+        for b in np.nonzero(miss)[0]:
+            if shown <= 0:
+                break
+            shown -= 1
             print(f"wrong: {gen} {mode} {reduction} t={t} (M, N)={S.shape[1:]} m={m[b]} n={n[b]} "
-                  f"o={o[b]:.4g} e={e[b]:.4g}: {score[b]!r} vs {want[b]!r}", flush=True)
-    print(f"seed {seed} G={G} R={R} kW={kW} {variant} off={list(off)} theta_u={theta_u}: "
+                  f"({-(-m[b] // 32)} stripes) o={o[b]:.4g} e={e[b]:.4g}: {score[b]!r} vs "
+                  f"{want[b]!r}", flush=True)
+    where = f"stacked G=32 R=1 kW={kW} rows 33..{rows_max}" if stacked else f"G={G} R={R} kW={kW}"
+    print(f"seed {seed} {where} {variant} off={list(off)} theta_u={theta_u}: "
           f"{tot['problems']} problems, {tot['items']} items, {tot['taken']} taken, "
-          f"{tot['wrong']} wrong, {tot['refused']} refused", flush=True)
+          f"{tot['wrong']} wrong, {tot['refused']} refused" +
+          (f" ({tot['taken_stacked']} taken of m > 32)" if stacked else ""), flush=True)
     print("  refused by rule (an item may count under several): " +
           ", ".join(f"{r} {c}" for r, c in by_rule.items()))
-    print("  per generator (taken / wrong / items): " +
-          ", ".join(f"{g} {v[0]}/{v[1]}/{v[2]}" for g, v in per_gen.items()), flush=True)
+    print("  refused by one rule alone: " + ", ".join(f"{r} {c}" for r, c in alone.items()))
+    print("  per generator (taken / wrong / refused / items): " +
+          ", ".join(f"{g} {v[0]}/{v[1]}/{v[2]}/{v[3]}" for g, v in per_gen.items()), flush=True)
     return tot["wrong"]
 
 
-def rates(G, R, kW, variant, theta_u, seed=1, batches=4, temps=(1.0, 0.1)):
-    """Refusal rates on ordinary inputs: N(0, 1) scores, o = -1, e = -0.5, t = 1 and 0.1,
-    local max, local soft, global; 32 x 32 and 32 x 256 / 32 x 1024 items, full lengths."""
+def rates(G, R, kW, variant, theta_u, seed=1, batches=4, temps=(1.0, 0.1), stacked=False):
+    """Refusal rates on ordinary inputs: N(0, 1) scores, o = -1, e = -0.5, local max, local soft,
+    global, full lengths; 32 x 32, 32 x 256, 32 x 1024 items (G R rows at most), or, stacked,
+    64 x 256, 128 x 256, 256 x 256 (one batch of 32 items each)."""
     _setup()
     rng = np.random.default_rng(seed)
     rows = []
+    sizes = ((64, 256), (128, 256), (256, 256)) if stacked else (
+        (min(32, G * R), 32), (min(32, G * R), 256), (min(32, G * R), 1024))
     for t in temps:
-        for N in (32, 256, 1024):
+        for M, N in sizes:
             for mode, reduction in (("local", "max"), ("local", "soft"), ("global", "max")):
                 ref = tak = wrong = 0
                 why_n = {r: 0 for r in RULES}
-                for _ in range(batches if N < 1024 else 1):
+                for _ in range(batches if N < 1024 and not stacked else 1):
                     B = 32
-                    S = rng.normal(0, 1, (B, min(32, G * R), N))
+                    S = rng.normal(0, 1, (B, M, N))
                     o, e = np.full(B, -1.0), np.full(B, -0.5)
                     m, n = np.full(B, S.shape[1]), np.full(B, N)
-                    with np.errstate(all="ignore"):
-                        score, refused, why = run(S, o, e, t, m, n, mode, reduction, G, R, kW,
-                                                  variant, (), theta_u)
+                    score, refused, why = sweep(S, o, e, t, m, n, mode, reduction, G, R, kW,
+                                                stacked, variant, (), theta_u)
                     want = reference(S, o, e, t, mode, reduction, m, n)
                     ref += int(refused.sum())
                     tak += int((~refused).sum())
@@ -481,8 +692,8 @@ def rates(G, R, kW, variant, theta_u, seed=1, batches=4, temps=(1.0, 0.1)):
                     for r in RULES:
                         why_n[r] += int(why[r].sum())
                 tot = ref + tak
-                rows.append((t, N, mode, reduction, ref, tot, wrong, why_n))
-                print(f"  t={t} {S.shape[1]}x{N} {mode} {reduction}: refused {ref}/{tot} "
+                rows.append((t, M, N, mode, reduction, ref, tot, wrong, why_n))
+                print(f"  t={t} {M}x{N} {mode} {reduction}: refused {ref}/{tot} "
                       f"({100.0 * ref / tot:.1f}%), wrong {wrong}; by rule " +
                       " ".join(f"{r}={c}" for r, c in why_n.items() if c), flush=True)
     return rows
@@ -495,20 +706,30 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description="fuzz the emulated affine scaled forward against the CPU")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gens", default=",".join(GENERATORS))
+    p.add_argument("--gens", default=None,
+                   help="generators, comma-separated (all; --stacked also ringjump)")
     p.add_argument("--G", type=int, default=16)
     p.add_argument("--R", type=int, default=2)
-    p.add_argument("--kW", type=int, default=8)
+    p.add_argument("--kW", type=int, default=None, help="steps a chunk (8; --stacked 16)")
     p.add_argument("--variant", default="shared", choices=["shared", "split"])
     p.add_argument("--off", default="", help="rules switched off, comma-separated")
     p.add_argument("--theta-u", type=int, default=-100)
     p.add_argument("--N-max", type=int, default=120)
+    p.add_argument("--stacked", action="store_true",
+                   help="items of several stripes (run_stacked: G 32, R 1; --G, --R ignored)")
+    p.add_argument("--rows-max", type=int, default=200, help="--stacked: rows at most (from 33)")
     p.add_argument("--rates", action="store_true", help="refusal rates on ordinary inputs")
-    p.add_argument("--temps", default="1,0.1", help="--rates: temperatures")
+    p.add_argument("--temps", default=None, help="--rates: temperatures (1,0.1; --stacked 1,0.5)")
     a = p.parse_args()
     off = tuple(x for x in a.off.split(",") if x)
+    kW = a.kW if a.kW is not None else 16 if a.stacked else 8
+    if a.stacked:
+        a.G, a.R = 32, 1
     if a.rates:
-        rates(a.G, a.R, a.kW, a.variant, a.theta_u, temps=[float(x) for x in a.temps.split(",")])
+        temps = a.temps if a.temps is not None else "1,0.5" if a.stacked else "1,0.1"
+        rates(a.G, a.R, kW, a.variant, a.theta_u, temps=[float(x) for x in temps.split(",")],
+              stacked=a.stacked)
         raise SystemExit(0)
-    raise SystemExit(1 if fuzz(a.seconds, a.seed, a.gens.split(","), a.G, a.R, a.kW, a.variant,
-                               off, a.theta_u, a.N_max) else 0)
+    gens = a.gens.split(",") if a.gens else STACKED_GENERATORS if a.stacked else GENERATORS
+    raise SystemExit(1 if fuzz(a.seconds, a.seed, gens, a.G, a.R, kW, a.variant,
+                               off, a.theta_u, a.N_max, a.stacked, a.rows_max) else 0)
