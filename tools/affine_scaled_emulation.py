@@ -53,8 +53,8 @@ by the same sweep_stripe() that run() calls (absolute row numbers: global column
 G - 1 leaves the "ring": its row's D and U at each column j = 0 .. n as H = t ln2 (lg2(z) + k)
 (float32, z in the k of the chunk that computed the column; -inf where z = 0). Lane 0 of stripe
 s > 0 reads it at each chunk's start after the renormalisation, the chunk's columns j = kk kW + w
-converted to its row's k0 as ex2(fma(H, scale, -k0)) (ex2.ftz: below 2^-126 0, -inf 0; past n
-0), and takes them as a lane takes the lane above's D (its next diagonal) and U (its X).
+converted to its row's k0 as 2^fma(H, scale, -k0) down to subnormals (scaled.cuh's
+ex2_to_subnormal, as a lane's factor keeps them; -inf 0; past n 0), and takes them as a lane takes the lane above's D (its next diagonal) and U (its X).
 Rules at the ring:
   ring    rule loses for lane 0 against the row above: q = floor(hD(kk kW) scale) stands for
           k_above (clamped to +-1e6 as the linear stacked kernel does, NaN to -1e6; skipped
@@ -66,16 +66,17 @@ soft: log-sum-exp, the empty alignment's 1 counted once); rules end and one per 
 the stripe's own end (conservative); global, t ln D(m, n) from the stripe with row m (end
 there). Rule near on the item's merged score: |score| / (t ln 2) < 1/4 (local max: the clamped
 score, so items scoring 0 are refused). An item is refused if any stripe refuses it.
-Not covered by a rule (an argument, no miss found): the ring's flush of lane 0's diagonal below
-2^-126 of its row (lanes > 0 keep a subnormal, 2^-149) costs a local A up to 2^(k - 126) of
-itself, k the row's exponent, 2^-6 at k = 120 where rule one starts; missing the fuzz's 2e-4
-needs a row 2^98 above its end (gaps that pay) over a row above 2^126 below it.
+A flush of lane 0's ring values below 2^-126 of its row (lanes > 0 keep a subnormal, 2^-149)
+would cost a local A up to 2^(k - 126) of itself, 2^-6 at k = 120 where rule one starts: the
+conversion keeps subnormals instead (ex2_to_subnormal; with exact exp2, 0 of 8,003 taken items
+of m > 32 changed score, seeds 4 and 5).
 Global rows far below the diagonal (i >> j) rise by about (|e| + the best s) log2(e) / t a
 column (each column saves a gap): N(0, 1) scores, o = -1, e = -0.5, t = 0.5, a float64 DP has
 row 256's D rise 2^123 .. 2^131 (3 items) above D(256, 0) within columns 1 .. 16, past float's
 range within one chunk of 16. Such items are refused (loses, end; none wrong): `--rates` 256 x
 256 global 21 of 32 at t = 0.5; 1024 x 128 global (32 items) 31 at t = 1, 32 at t = 0.5; with
-kW = 8 none of these (t = 0.5, 0.75, 1; 64 .. 1024 rows).
+kW = 8 none of these (t = 0.5, 0.75, 1; 64 .. 1024 rows): the stacked kernel takes chunks of 8
+for global items (stacked_steps).
 
     SOFTALIGN_LIBRARY=build/libsoftalign.so python3 tools/affine_scaled_emulation.py --seconds 300
     SOFTALIGN_LIBRARY=build/libsoftalign.so python3 tools/affine_scaled_emulation.py --stacked
@@ -120,8 +121,8 @@ def log_space(z, k, t):
 
 def ring_row_above(ring_above, kk, kW, k0, scale, n):
     """Lane 0's row above at chunk kk's columns j = kk kW + w (w < kW) from the ring's H, in the
-    scale of lane 0's row k0 (B,): (D, U), each (B, kW), ex2(fma(h, scale, -k0)) (below 2^-126 0,
-    -inf 0), 0 past n (not read)."""
+    scale of lane 0's row k0 (B,): (D, U), each (B, kW), 2^fma(h, scale, -k0) down to subnormals
+    (ex2_to_subnormal; -inf 0), 0 past n (not read)."""
     hD, hU = ring_above
     cols = kk * kW + np.arange(kW)
     at = np.minimum(cols, hD.shape[1] - 1)
@@ -129,8 +130,17 @@ def ring_row_above(ring_above, kk, kW, k0, scale, n):
     minus_k0 = -k0.astype(F)[:, None]
 
     def to_row(h):
-        return np.where(read, ex2(fma(h[:, at], scale, minus_k0)), F(0)).astype(F)
+        return np.where(read, ex2_to_subnormal(fma(h[:, at], scale, minus_k0)), F(0)).astype(F)
     return to_row(hD), to_row(hU)
+
+
+def ex2_to_subnormal(y):
+    """scaled.cuh's ex2_to_subnormal: 2^y down to 2^-149, where ex2.ftz flushes below 2^-126
+    (y < -126: ex2(y + 64) 2^-64, one rounding more)."""
+    with np.errstate(**{"invalid": "ignore", "over": "ignore", "under": "ignore"}):
+        low = y < F(-126)
+        return np.where(low, mul(ex2(add(np.where(low, y, F(0)), F(64))), F(2.0 ** -64)),
+                        ex2(np.where(low, F(0), y))).astype(F)
 
 
 def sweep_stripe(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8,
@@ -414,7 +424,13 @@ def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, varia
     return score, refusals(why, off), why
 
 
-def run_stacked(S, o, e, t, m, n, mode="local", reduction="soft", kW=16, variant="shared",
+def stacked_steps(mode):
+    """Steps a chunk of the stacked kernel (scaled_affine.cuh): 16 local, 8 global (global rows
+    far below the diagonal rise past float's range within 16 columns; the docstring)."""
+    return 16 if mode == "local" else 8
+
+
+def run_stacked(S, o, e, t, m, n, mode="local", reduction="soft", kW=None, variant="shared",
                 off=(), theta_u=-100):
     """Items of any height, stripes of 32 rows (G = 32, R = 1), swept one after another, lane 0
     of each stripe below the first reading the stripe above's last row from the ring (the
@@ -424,6 +440,7 @@ def run_stacked(S, o, e, t, m, n, mode="local", reduction="soft", kW=16, variant
     score, so an item scoring 0 is refused); an item is refused if any stripe refuses it.
     Returns (score, refused, why) as run()."""
     G, R = 32, 1
+    kW = stacked_steps(mode) if kW is None else kW
     local = mode == "local"
     soft = local and reduction == "soft"
     B, M, N = S.shape
@@ -710,7 +727,8 @@ if __name__ == "__main__":
                    help="generators, comma-separated (all; --stacked also ringjump)")
     p.add_argument("--G", type=int, default=16)
     p.add_argument("--R", type=int, default=2)
-    p.add_argument("--kW", type=int, default=None, help="steps a chunk (8; --stacked 16)")
+    p.add_argument("--kW", type=int, default=None,
+                   help="steps a chunk (8; --stacked: the kernel's, 16 local, 8 global)")
     p.add_argument("--variant", default="shared", choices=["shared", "split"])
     p.add_argument("--off", default="", help="rules switched off, comma-separated")
     p.add_argument("--theta-u", type=int, default=-100)
@@ -722,7 +740,7 @@ if __name__ == "__main__":
     p.add_argument("--temps", default=None, help="--rates: temperatures (1,0.1; --stacked 1,0.5)")
     a = p.parse_args()
     off = tuple(x for x in a.off.split(",") if x)
-    kW = a.kW if a.kW is not None else 16 if a.stacked else 8
+    kW = a.kW if a.kW is not None else None if a.stacked else 8
     if a.stacked:
         a.G, a.R = 32, 1
     if a.rates:

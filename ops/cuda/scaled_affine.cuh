@@ -352,14 +352,17 @@ constexpr int affine_min_blocks(int G, Ends ends) { return G == 16 && is_local(e
 
 // Items of one stripe (M <= G R), penalties one value an item; the items it refuses the same
 // warp sweeps again in log space (keep_or_redo). kStacked: items of several stripes (G = 32, R =
-// 1, a warp a stripe, chunks of kLongSteps; striped_launch.cuh takes it at t >=
+// 1, a warp a stripe, local chunks of kLongSteps; striped_launch.cuh takes it at t >=
 // kLongStepsMinTemperature), whose refused items a log-space launch takes again (flagged in
 // `redo`, as scaled.cuh's stacked forward flags them).
 template <int G, int R, Ends kEnds, bool kStacked = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnds))
     affine_forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws,
                           float* score, int* redo) {
-  constexpr int kW = kStacked ? kLongSteps : kSteps;
+  // Items of several stripes: chunks of kLongSteps, local; global rows far below the diagonal
+  // rise past float's range within 16 columns (tools/affine_scaled_emulation.py: 256 x 256 at
+  // t = 0.5, 21 of 32 refused; with chunks of 8 none), so global ones take kSteps.
+  constexpr int kW = kStacked && is_local(kEnds) ? kLongSteps : kSteps;
   using Sh = typename Sweep<false, G, R, kW>::Sh;
   constexpr int kGroups = Sh::kGroups, kRows = Sh::kRows;
   static_assert(Sh::kBuffers == 2, "the next chunk's scores load while this one is swept");
