@@ -636,7 +636,7 @@ def fuzz(seconds, seed, gens, G, R, kW, variant, off, theta_u, N_max, stacked=Fa
         gen = gens[tot["problems"] % len(gens)]
         if stacked:
             S, o, e, t, mode, reduction, m, n = problem(rng, gen, rows_max, N_max, rows_min=33,
-                                                       gap_scale=(96 // kW) / 12)
+                                                       gap_scale=(96 // (kW or 16)) / 12)
         else:
             S, o, e, t, mode, reduction, m, n = problem(rng, gen, G * R, N_max)
         score, refused, why = sweep(S, o, e, t, m, n, mode, reduction, G, R, kW, stacked, variant,
@@ -667,7 +667,8 @@ def fuzz(seconds, seed, gens, G, R, kW, variant, off, theta_u, N_max, stacked=Fa
             print(f"wrong: {gen} {mode} {reduction} t={t} (M, N)={S.shape[1:]} m={m[b]} n={n[b]} "
                   f"({-(-m[b] // 32)} stripes) o={o[b]:.4g} e={e[b]:.4g}: {score[b]!r} vs "
                   f"{want[b]!r}", flush=True)
-    where = f"stacked G=32 R=1 kW={kW} rows 33..{rows_max}" if stacked else f"G={G} R={R} kW={kW}"
+    steps = kW or "16 local, 8 global"
+    where = f"stacked G=32 R=1 kW={steps} rows 33..{rows_max}" if stacked else f"G={G} R={R} kW={kW}"
     print(f"seed {seed} {where} {variant} off={list(off)} theta_u={theta_u}: "
           f"{tot['problems']} problems, {tot['items']} items, {tot['taken']} taken, "
           f"{tot['wrong']} wrong, {tot['refused']} refused" +
