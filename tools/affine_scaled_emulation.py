@@ -1,13 +1,13 @@
 """A float32 emulation of the affine forward without grad at t > 0 in probability space (variant
-"shared": ops/cuda/scaled_affine.cuh, session 37, line by line; the kernel has not yet run on a
-GPU), with the data flow of ops/cuda/scaled.cuh's forward_kernel: G lanes an item, R rows a
-lane, chunks of kW steps, an int exponent k per row, the factors 2^(k_above - k) between rows
-constant through a chunk, every row renormalised at each chunk's start, local ends with an
-exponent of their own; written in the style of tools/scaled_emulation.py with
-tools/f32_intrinsics.py's arithmetic. run(...) returns (score, refused, why) per item; refused
-items' scores are the scaled sweep's (a kernel would redo them in log space). The design, its
-refusal rules and the fuzz figures: notes/scaled-forward-plan.md, "Affine scaled forward:
-emulation (session 37)".
+"shared": ops/cuda/scaled_affine.cuh, session 37, line by line; the kernel ran on GPUs in sessions
+38, items of one stripe, and 39, stacked), with the data flow of ops/cuda/scaled.cuh's
+forward_kernel: G lanes an item, R rows a lane, chunks of kW steps, an int exponent k per row, the
+factors 2^(k_above - k) between rows constant through a chunk, every row renormalised at each
+chunk's start, local ends with an exponent of their own; written in the style of
+tools/scaled_emulation.py with tools/f32_intrinsics.py's arithmetic. run(...) returns (score,
+refused, why) per item; refused items' scores are the scaled sweep's (a kernel would redo them in
+log space). The design, its refusal rules and the fuzz figures: notes/scaled-forward-plan.md,
+"Affine scaled forward: emulation (session 37)".
 
 The cell (affine_probability_math.py), in a row's scale 2^k (z = value / 2^k):
     A = E (1 [local] + D_diag)   X = U_up   Y = L_left
