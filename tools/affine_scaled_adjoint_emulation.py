@@ -51,6 +51,7 @@ from f32_intrinsics import (F, add, ex2, factor, mul, pow2_to_subnormal,  # noqa
 
 LOG2E = 1.4426950408889634
 ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
+DEAD_MASK = True  # False: the review's first version (NaN d o, d e: the docstring)
 
 
 class Arith32:
@@ -161,6 +162,10 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
             RX[:, i, j] = np.where(ins, rx, zero)
             RY[:, i, j] = np.where(ins, ry, zero)
             a, x, y = zA[:, i, j], zX[:, i, j], zY[:, i, j]
+            if local and DEAD_MASK:  # X, Y of row m or column n reach no A inside: dead, and
+                dead = (i == m) | (j == n)  # the forward may have left them inf (its U times
+                x = np.where(dead, zero, x)  # a factor past float: never read in the forward)
+                y = np.where(dead, zero, y)
             d = np.where(ins, ar.mul(a, RA[:, i, j]), zero)
             dS[:, i, j] = d
             t_o = ar.add(ar.mul(a, Oxd), ar.mul(ar.add(a, x), Oyr))
