@@ -51,6 +51,9 @@ from f32_intrinsics import (F, add, ex2, factor, mul, pow2_to_subnormal,  # noqa
 
 LOG2E = 1.4426950408889634
 ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
+# Rule "tie" (local max): another cell's A within 2^-TIE_BITS of the largest (the float32
+# forward's A carry a few 2^-24 each: the argmax, and so d S, may be another cell than float64's)
+TIE_RULE, TIE_BITS = True, 20
 DEAD_MASK = True  # False: the review's first version (NaN d o, d e: the docstring)
 
 
@@ -201,8 +204,9 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
 
 def argmax_seed(Av, m, n):
     """local max: (i, j) of the first row-major maximum of A (values, float64) inside the item,
-    or None where max A <= 1 (the empty alignment wins, ties included)."""
-    out = []
+    or None where max A <= 1 (the empty alignment wins, ties included); and per item whether
+    another cell's A is within 2^-TIE_BITS of the maximum (rule "tie")."""
+    out, tie = [], np.zeros(Av.shape[0], bool)
     for b in range(Av.shape[0]):
         inner = Av[b, 1:m[b] + 1, 1:n[b] + 1]
         if inner.size == 0 or not (np.nanmax(inner) > 1.0):
@@ -210,7 +214,10 @@ def argmax_seed(Av, m, n):
             continue
         i, j = np.unravel_index(np.nanargmax(inner), inner.shape)
         out.append((i + 1, j + 1))
-    return out
+        rest = inner.copy()
+        rest[i, j] = -np.inf
+        tie[b] = np.nanmax(rest) >= inner[i, j] * (1 - 2.0 ** -TIE_BITS)
+    return out, tie
 
 
 def seeds(P, kc, m, n, mode, reduction, ar, zstar=None):
@@ -231,10 +238,12 @@ def seeds(P, kc, m, n, mode, reduction, ar, zstar=None):
     else:
         with np.errstate(all="ignore"):
             Av = P["A"].astype(np.float64) * np.exp2(kc.astype(np.float64))
-        for b, ij in enumerate(argmax_seed(Av, m, n)):
+        where, tie = argmax_seed(Av, m, n)
+        for b, ij in enumerate(where):
             if ij is not None:
                 sA[b, ij[0], ij[1]] = ar.div(1.0, P["A"][b, ij[0], ij[1]])
-    return sA, sD
+        return sA, sD, tie
+    return sA, sD, np.zeros(B, bool)
 
 
 def cell_k(krow, R, kW, N):
@@ -288,7 +297,7 @@ def gradients64(S, o, e, t, m, n, mode, reduction, G=16, R=2, kW=8):
         z = 1.0 + np.array([Av[b, 1:m[b] + 1, 1:n[b] + 1].sum() for b in range(len(m))])
         K = np.floor(np.log2(z)).astype(np.int64)
         zstar = (np.ldexp(z, -K), K)
-    sA, sD = seeds(P, kc, m, n, mode, reduction, ar, zstar)
+    sA, sD, _ = seeds(P, kc, m, n, mode, reduction, ar, zstar)
     O, Fe = np.exp(np.asarray(o) / t), np.exp(np.asarray(e) / t)
     return reverse(P, krow, m, n, O, Fe, mode, sA, sD, ar, G, R, kW)
 
@@ -356,7 +365,10 @@ def gradients32(S, o, e, t, m, n, mode, reduction, G=16, R=2, kW=8, keep_y=False
         zstar = (add(tz[:, 0], pow2_to_subnormal(-Kst)), Kst)
     ar = Arith32
     with np.errstate(all="ignore"):
-        sA, sD = seeds(keep, kc, m, n, mode, reduction, ar, zstar)
+        sA, sD, tie = seeds(keep, kc, m, n, mode, reduction, ar, zstar)
+        why = dict(why, tie=tie & (m > 0) & (n > 0) & ~refused)  # (refused by no other rule)
+        if TIE_RULE:
+            refused = refused | why["tie"]
         scale = F(LOG2E / t)
         o_c = (np.asarray(o, F) * scale).astype(F)
         e_c = (np.asarray(e, F) * scale).astype(F)
@@ -405,7 +417,7 @@ def plain_problem(rng):
 
 def fuzz(seconds, seed, gens, keep_y=False, shown=8):
     rng = np.random.default_rng(seed)
-    stats = {f"{md} {rd}": [0, 0, 0, 0] for md, rd in ENDS}  # taken, refused, wrong, NaN-wrong
+    stats = {f"{md} {rd}": [0, 0, 0, 0] for md, rd in ENDS}  # taken, refused, wrong, tie
     per_gen = {g: [0, 0, 0] for g in gens}
     parts = {"score": 0, "dS": 0, "do": 0, "de": 0, "de_direct": 0}
     start = time.time()
@@ -436,6 +448,7 @@ def fuzz(seconds, seed, gens, keep_y=False, shown=8):
         st[0] += int(taken.sum())
         st[1] += int((items & refused).sum())
         st[2] += int(wrong.sum())
+        st[3] += int((items & why.get("tie", np.zeros(len(m), bool))).sum())
         per_gen[gen][0] += int(taken.sum())
         per_gen[gen][1] += int(wrong.sum())
         per_gen[gen][2] += int((items & refused).sum())
@@ -452,10 +465,11 @@ def fuzz(seconds, seed, gens, keep_y=False, shown=8):
                   f"do {do[b]:.6g}/{wo[b]:.6g} de {de[b]:.6g}/{we[b]:.6g} "
                   f"(direct {extra.get('de_direct', [np.nan] * len(m))[b]:.6g}) "
                   f"[{','.join(q for q in bad if bad[q][b])}]", flush=True)
-    print(f"seed {seed}, {p} problems, {seconds:.0f} s, gens {','.join(gens)}; d e "
+    print(f"seed {seed}, {p} problems, {seconds:.0f} s, gens {','.join(gens)}, tie bits {TIE_BITS}; d e "
           f"{'direct (Y kept)' if keep_y else 'from spans (no Y)'}")
     for k, v in stats.items():
-        print(f"  {k:12}: taken {v[0]}, refused {v[1]}, wrong {v[2]}")
+        print(f"  {k:12}: taken {v[0]}, refused {v[1]} (by rule tie alone {v[3]}"
+              f"{'' if TIE_RULE else ', off'}), wrong {v[2]}")
     print("  per generator (taken/wrong/refused): " +
           ", ".join(f"{g} {v[0]}/{v[1]}/{v[2]}" for g, v in per_gen.items()))
     print("  taken items failing each part: " + ", ".join(f"{k} {v}" for k, v in parts.items()))
@@ -473,7 +487,12 @@ if __name__ == "__main__":
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gens", default="plain")
     ap.add_argument("--keep-y", action="store_true", help="d e direct (Y kept), not from spans")
+    ap.add_argument("--no-tie", action="store_true", help="rule tie off")
+    ap.add_argument("--tie-bits", type=int, default=TIE_BITS)
+    ap.add_argument("--no-dead-mask", action="store_true", help="the dead-state mask off")
     a = ap.parse_args()
+    TIE_RULE, TIE_BITS = not a.no_tie, a.tie_bits
+    DEAD_MASK = not a.no_dead_mask
     if a.check64:
         w = check64(a.seed)
         print(f"float64 structure: largest relative difference {w:.1e}")
