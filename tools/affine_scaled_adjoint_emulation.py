@@ -415,6 +415,32 @@ def plain_problem(rng):
     return S, o, e, t, m, n
 
 
+def rise_problem(rng):
+    """Rows that rise or fall by 2^40 .. 2^110 at a column near a chunk's start (the reverse's
+    factor between rows and a row's own change of scale both large at one step), X runs from
+    above (e small against o), some strong cells below a weak row."""
+    B = 32
+    M, N = int(rng.integers(2, 33)), int(rng.integers(2, 33))
+    t = float(rng.choice([0.1, 0.25, 0.5, 1.0]))
+    bits = t / LOG2E
+    S = rng.normal(-2, 1, (B, M, N)) * bits
+    for b in range(B):
+        for _ in range(int(rng.integers(1, 5))):
+            i = int(rng.integers(0, M))
+            lane = i // 2
+            c = int(np.clip(8 * int(rng.integers(0, 6)) - lane + int(rng.integers(-1, 2)), 0, N - 1))
+            h = float(rng.uniform(40, 110)) * float(rng.choice([1, -1]))
+            S[b, i, c:] += h * bits if rng.random() < 0.5 else 0
+            S[b, i, c] += h * bits
+    o = -rng.uniform(0, 12, B) * bits
+    e = o * rng.uniform(0.01, 0.5, B)
+    pay = rng.random(B) < 0.2
+    o = np.where(pay, rng.uniform(0, 6, B) * bits, o)
+    m, n = rng.integers(0, M + 1, B), rng.integers(0, N + 1, B)
+    m[0], n[0] = M, N
+    return S, o, e, t, m, n
+
+
 def fuzz(seconds, seed, gens, keep_y=False, shown=8):
     rng = np.random.default_rng(seed)
     stats = {f"{md} {rd}": [0, 0, 0, 0] for md, rd in ENDS}  # taken, refused, wrong, tie
@@ -428,6 +454,8 @@ def fuzz(seconds, seed, gens, keep_y=False, shown=8):
         p += 1
         if gen == "plain":
             S, o, e, t, m, n = plain_problem(rng)
+        elif gen == "rise":
+            S, o, e, t, m, n = rise_problem(rng)
         else:
             S, o, e, t, _, _, m, n = fwd.problem(rng, gen, 32, N_max=32)
         score, dS, do, de, refused, why, extra = gradients32(S, o, e, t, m, n, mode, reduction,
