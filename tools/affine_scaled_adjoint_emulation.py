@@ -54,7 +54,8 @@ ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
 # Rule "tie" (local max): another cell's A within 2^-TIE_BITS of the largest (the float32
 # forward's A carry a few 2^-24 each: the argmax, and so d S, may be another cell than float64's)
 TIE_RULE, TIE_BITS = True, 20
-DEAD_MASK = True  # False: the review's first version (NaN d o, d e: the docstring)
+DEAD_MASK = True
+FACTOR_FIRST = False  # True: the factors before E, O, F (the linear kernel's old order; a check)  # False: the review's first version (NaN d o, d e: the docstring)
 
 
 class Arith32:
@@ -110,6 +111,13 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
     O, Fe = np.asarray(O, dt), np.asarray(Fe, dt)
     zero = np.zeros(B, dt)
 
+    def conv(w, r, f2, f1):
+        """w R (E, O or F times an adjoint) into the earlier cell's scale: the weight first, then
+        the factors (FACTOR_FIRST: the traps of scaled_adjoint_emulation's "er" and "gback")."""
+        if FACTOR_FIRST:
+            return ar.mul(ar.mul(ar.mul(r, f2), f1), w)
+        return ar.mul(ar.mul(ar.mul(w, r), f2), f1)
+
     def k_at(c, i):
         return kr[min(c, C - 1), :, i]
 
@@ -125,7 +133,7 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
                 c2 = chunk_of(i + 1, j + 1, R, kW)
                 f2 = ar.factor(k_at(c2, i) - k_at(c2, i + 1))
                 f1 = ar.back(k_at(c0, i) - k_at(c2, i))
-                diag = ar.mul(ar.mul(ar.mul(E[:, i + 1, j + 1], RA[:, i + 1, j + 1]), f2), f1)
+                diag = conv(E[:, i + 1, j + 1], RA[:, i + 1, j + 1], f2, f1)
                 diag = np.where(below_in, diag, zero)
             else:
                 diag = zero
@@ -135,8 +143,8 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
                 f2 = ar.factor(k_at(c3, i) - k_at(c3, i + 1))
                 f1 = ar.back(k_at(c0, i) - k_at(c3, i))
                 xin = (i + 1 <= m) & (j <= n)
-                Oxd = np.where(xin, ar.mul(ar.mul(ar.mul(O, RX[:, i + 1, j]), f2), f1), zero)
-                Fxd = np.where(xin, ar.mul(ar.mul(ar.mul(Fe, RX[:, i + 1, j]), f2), f1), zero)
+                Oxd = np.where(xin, conv(O, RX[:, i + 1, j], f2, f1), zero)
+                Fxd = np.where(xin, conv(Fe, RX[:, i + 1, j], f2, f1), zero)
             else:
                 Oxd = Fxd = zero
             # from (i, j + 1): R_Y, row i's own change of scale
@@ -144,8 +152,8 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
                 c4 = chunk_of(i, j + 1, R, kW)
                 f1 = ar.back(k_at(c0, i) - k_at(c4, i))
                 yin = row_in & (j + 1 <= n)
-                Oyr = np.where(yin, ar.mul(ar.mul(O, RY[:, i, j + 1]), f1), zero)
-                Fyr = np.where(yin, ar.mul(ar.mul(Fe, RY[:, i, j + 1]), f1), zero)
+                Oyr = np.where(yin, conv(O, RY[:, i, j + 1], 1.0, f1), zero)
+                Fyr = np.where(yin, conv(Fe, RY[:, i, j + 1], 1.0, f1), zero)
             else:
                 Oyr = Fyr = zero
             if j == 0:  # column 0 (global: X(i, 0) = O F^(i - 1); local: 0): the run's ends
@@ -441,7 +449,7 @@ def rise_problem(rng):
     return S, o, e, t, m, n
 
 
-def fuzz(seconds, seed, gens, keep_y=False, shown=8):
+def fuzz(seconds, seed, gens, keep_y=False, shown=8, G=16, R=2):
     rng = np.random.default_rng(seed)
     stats = {f"{md} {rd}": [0, 0, 0, 0] for md, rd in ENDS}  # taken, refused, wrong, tie
     per_gen = {g: [0, 0, 0] for g in gens}
@@ -459,7 +467,7 @@ def fuzz(seconds, seed, gens, keep_y=False, shown=8):
         else:
             S, o, e, t, _, _, m, n = fwd.problem(rng, gen, 32, N_max=32)
         score, dS, do, de, refused, why, extra = gradients32(S, o, e, t, m, n, mode, reduction,
-                                                             keep_y=keep_y)
+                                                             G, R, keep_y=keep_y)
         with np.errstate(all="ignore"):
             ws, wS, wo, we = cpu(S, o, e, t, m, n, mode, reduction)
         items = (m > 0) & (n > 0)
@@ -493,7 +501,7 @@ def fuzz(seconds, seed, gens, keep_y=False, shown=8):
                   f"do {do[b]:.6g}/{wo[b]:.6g} de {de[b]:.6g}/{we[b]:.6g} "
                   f"(direct {extra.get('de_direct', [np.nan] * len(m))[b]:.6g}) "
                   f"[{','.join(q for q in bad if bad[q][b])}]", flush=True)
-    print(f"seed {seed}, {p} problems, {seconds:.0f} s, gens {','.join(gens)}, tie bits {TIE_BITS}; d e "
+    print(f"G={G} R={R} kW=8 seed {seed}, {p} problems, {seconds:.0f} s, gens {','.join(gens)}, tie bits {TIE_BITS}; d e "
           f"{'direct (Y kept)' if keep_y else 'from spans (no Y)'}")
     for k, v in stats.items():
         print(f"  {k:12}: taken {v[0]}, refused {v[1]} (by rule tie alone {v[3]}"
@@ -516,13 +524,18 @@ if __name__ == "__main__":
     ap.add_argument("--gens", default="plain")
     ap.add_argument("--keep-y", action="store_true", help="d e direct (Y kept), not from spans")
     ap.add_argument("--no-tie", action="store_true", help="rule tie off")
+    ap.add_argument("--G", type=int, default=16)
+    ap.add_argument("--R", type=int, default=2)
     ap.add_argument("--tie-bits", type=int, default=TIE_BITS)
     ap.add_argument("--no-dead-mask", action="store_true", help="the dead-state mask off")
+    ap.add_argument("--factor-first", action="store_true", help="factors before E, O, F R")
     a = ap.parse_args()
     TIE_RULE, TIE_BITS = not a.no_tie, a.tie_bits
     DEAD_MASK = not a.no_dead_mask
+    FACTOR_FIRST = a.factor_first
     if a.check64:
         w = check64(a.seed)
         print(f"float64 structure: largest relative difference {w:.1e}")
         raise SystemExit(0 if w < 1e-11 else 1)
-    raise SystemExit(1 if fuzz(a.seconds, a.seed, a.gens.split(","), a.keep_y) else 0)
+    raise SystemExit(1 if fuzz(a.seconds, a.seed, a.gens.split(","), a.keep_y, G=a.G, R=a.R)
+                     else 0)
