@@ -27,6 +27,24 @@ ends = z_A seedA; global m + n - 2 sum dS - d o). Global boundary (row 0, column
 extends) or turns right (z_X(i, 0) O yr: 2 opens, i - 1 extends); a row-0 run ending at column
 j - 1 is d S(1, j), j >= 2 (1 open, j - 2 extends). Sums per lane (16), merged by a tree.
 
+Hazards the fuzz found (each with a switch that brings it back):
+  dead     (--no-dead-mask) local: X and Y of row m or column n reach no A inside the item, so
+           the forward never reads them and no rule bounds them; they can be inf (row 10's U
+           in k 118 times the factor 2^34 to row 11 = m, its row rising 2^94 in a chunk), and
+           (z_A + z_X) O yr, z_X F xd with the adjoint 0 made NaN d o, d e (21 wrong of 34,094
+           taken, seed 4, plain/ordinary/gapruns/paying). Now zeroed there (local only: in global
+           every state inside reaches D(m, n), and an inf there is refused by rule end).
+  tie      (--no-tie) local max: the float32 A's of two cells within their rounding of each
+           other seed a different argmax than float64 (d S a 1 at the wrong cell; t = 1e30,
+           generator temps, 11 wrong). Rule "tie": refuse where another cell's A is within
+           2^-20 of the largest (a kernel: a second max a lane). Any float32 max has it.
+  order    (--factor-first) the factors before E R, O R, F R (the linear kernel's "er" and
+           "gback" traps): 34 wrong of 16,746 taken (seed 7); weight first: 0 of 17,083.
+Fuzz (float32, every taken item's score, d S, d o, d e at 2e-4 + 2e-4 |want|, NaN a miss; the
+tie rule on): seed 4, 300 s, all of affine_scaled_emulation's generators and plain: 31,868
+taken, 0 wrong; seed 5 with d e direct, 32,755 taken, 0 wrong; rise (seed 6) 26,205, 0; G = 32
+R = 1 (seed 8, every generator) 15,973, 0. notes/scaled-backward-plan.md has the rest.
+
 Modes: "f64" (no float32: the float64 DP of affine_probability_math with synthetic per-row chunk
 scales k = floor(log2 D) at each chunk's start, the same reverse in exact arithmetic: checks the
 structure, against the math file to ~1e-12) and "f32" (the forward emulation's float32 cells and
