@@ -32,8 +32,12 @@ Hazards the fuzz found (each with a switch that brings it back):
            the forward never reads them and no rule bounds them; they can be inf (row 10's U
            in k 118 times the factor 2^34 to row 11 = m, its row rising 2^94 in a chunk), and
            (z_A + z_X) O yr, z_X F xd with the adjoint 0 made NaN d o, d e (21 wrong of 34,094
-           taken, seed 4, plain/ordinary/gapruns/paying). Now zeroed there (local only: in global
-           every state inside reaches D(m, n), and an inf there is refused by rule end).
+           taken, seed 4, plain/ordinary/gapruns/paying). Now zeroed there. Global has its own:
+           z_A + z_X of the last column overflowed (3.1e38 + 1.3e38 at (16, 5), n = 5: D there
+           is dead, only A(i + 1, n + 1) outside reads it) times O yr = 0 (seed 10, 1 wrong of
+           46,149 taken); Y of column n above row m is dead too. So every edge's term is taken
+           only where its head is inside (xd terms i < m, yr terms j < n: a select each) and
+           z_A O yr + z_X O yr apart (one product more a cell than (z_A + z_X) O yr).
   tie      (--no-tie) local max: the float32 A's of two cells within their rounding of each
            other seed a different argmax than float64 (d S a 1 at the wrong cell; t = 1e30,
            generator temps, 11 wrong). Rule "tie": refuse where another cell's A is within
@@ -197,8 +201,16 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
                 y = np.where(dead, zero, y)
             d = np.where(ins, ar.mul(a, RA[:, i, j]), zero)
             dS[:, i, j] = d
-            t_o = ar.add(ar.mul(a, Oxd), ar.mul(ar.add(a, x), Oyr))
-            t_e = ar.add(ar.mul(x, Fxd), ar.mul(y, Fyr))
+            if DEAD_MASK:  # an edge's term only where its head is inside (i < m, j < n), and
+                # A and X times O yr apart: z_A + z_X itself may overflow (global, seed 10)
+                down, right = i < m, j < n
+                t_o = ar.add(np.where(down, ar.mul(a, Oxd), zero),
+                             np.where(right, ar.add(ar.mul(a, Oyr), ar.mul(x, Oyr)), zero))
+                t_e = ar.add(np.where(down, ar.mul(x, Fxd), zero),
+                             np.where(right, ar.mul(y, Fyr), zero))
+            else:
+                t_o = ar.add(ar.mul(a, Oxd), ar.mul(ar.add(a, x), Oyr))
+                t_e = ar.add(ar.mul(x, Fxd), ar.mul(y, Fyr))
             if local:  # spans: ends z_A seedA at (i + j), starts E 2^-k R_A at (i + j - 2)
                 k_ij = k_at(c0, i)
                 start = ar.mul(ar.mul(E[:, i, j], RA[:, i, j]), ar.back(-k_ij))
