@@ -77,6 +77,7 @@ ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
 # forward's A carry a few 2^-24 each: the argmax, and so d S, may be another cell than float64's)
 TIE_RULE, TIE_BITS = True, 20
 DEAD_MASK = True
+LANE_NORMALISE = True  # False: the lanes' totals merged as they are (can overflow: above)
 FACTOR_FIRST = False  # True: the factors before E, O, F (the linear kernel's old order; a check)  # False: the review's first version (NaN d o, d e: the docstring)
 
 
@@ -392,10 +393,19 @@ def gradients32(S, o, e, t, m, n, mode, reduction, G=16, R=2, kW=8, keep_y=False
         krow[:, :, 1 + r::R] = K[:, r]
     kc = cell_k(krow, R, kW, N)
     zstar = None
-    if mode == "local" and reduction == "soft":  # the lanes' totals as the linear kernel merges
+    if mode == "local" and reduction == "soft":
+        # the lanes' totals, each first to a mantissa in [1, 2) (its exponent bits): merged as the
+        # linear kernel merges them (at the largest top, no renormalisation), two lanes of
+        # 2.2e38 and 2.6e38 at top 0 summed to inf and every seed to 0 (rise, seed 12)
         total, top = keep["total"], keep["top"]
+        if LANE_NORMALISE:
+            fr, ex = np.frexp(total)  # (exponent bits of any finite float: normal ones exactly)
+            fin = np.isfinite(total) & (total > 0)
+            total = np.where(fin, (fr * 2).astype(F), total).astype(F)
+            top = np.where(fin, top + ex - 1, np.where(total > 0, top, np.iinfo(np.int32).min))
         Kst = top.max(axis=1)
-        tz = scale_down(total, top - Kst[:, None])
+        Kst = np.where(Kst == np.iinfo(np.int32).min, 0, Kst)
+        tz = scale_down(total, np.maximum(top - Kst[:, None], -300))
         delta = G // 2
         while delta:
             tz = add(tz, tz[:, np.arange(G) ^ delta])
