@@ -42,6 +42,10 @@ Hazards the fuzz found (each with a switch that brings it back):
            other seed a different argmax than float64 (d S a 1 at the wrong cell; t = 1e30,
            generator temps, 11 wrong). Rule "tie": refuse where another cell's A is within
            2^-20 of the largest (a kernel: a second max a lane). Any float32 max has it.
+  merge    local soft: two lanes' totals near 2^127.5 at top 0 summed to inf in the linear
+           kernel's merge (which refuses that; the affine forward merges in log space), so every
+           seed was 0 (rise, seed 12, 1 wrong of 65,978). Each lane's total is now first split
+           into a mantissa in [1, 2) and its exponent (LANE_NORMALISE): z* in [1, 33).
   order    (--factor-first) the factors before E R, O R, F R (the linear kernel's "er" and
            "gback" traps): 34 wrong of 16,746 taken (seed 7); weight first: 0 of 17,083.
 Fuzz (float32, every taken item's score, d S, d o, d e at 2e-4 + 2e-4 |want|, NaN a miss; the
