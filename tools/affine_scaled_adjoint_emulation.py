@@ -49,9 +49,11 @@ Hazards the fuzz found (each with a switch that brings it back):
   order    (--factor-first) the factors before E R, O R, F R (the linear kernel's "er" and
            "gback" traps): 34 wrong of 16,746 taken (seed 7); weight first: 0 of 17,083.
 Fuzz (float32, every taken item's score, d S, d o, d e at 2e-4 + 2e-4 |want|, NaN a miss; the
-tie rule on): seed 4, 300 s, all of affine_scaled_emulation's generators and plain: 31,868
-taken, 0 wrong; seed 5 with d e direct, 32,755 taken, 0 wrong; rise (seed 6) 26,205, 0; G = 32
-R = 1 (seed 8, every generator) 15,973, 0. notes/scaled-backward-plan.md has the rest.
+tie rule on), the final code (all fixes above), all of affine_scaled_emulation's generators,
+plain and rise unless said: seed 13 (300 s) 32,278 taken, 0 wrong; seed 12 (paying, rise,
+gapruns, ordinary, 300 s) 45,587, 0; seed 14 (d e direct, 240 s) 25,468, 0; seed 15 (G 32 R 1,
+240 s) 24,332, 0; seed 10 (420 s, before the merge fix) 45,591, 0. notes/scaled-backward-plan.md
+has the rest.
 
 Modes: "f64" (no float32: the float64 DP of affine_probability_math with synthetic per-row chunk
 scales k = floor(log2 D) at each chunk's start, the same reverse in exact arithmetic: checks the
