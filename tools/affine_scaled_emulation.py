@@ -144,7 +144,7 @@ def ex2_to_subnormal(y):
 
 
 def sweep_stripe(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8,
-                 variant="shared", theta_u=-100, i0=0, ring_above=None):
+                 variant="shared", theta_u=-100, i0=0, ring_above=None, keep=None):
     """One stripe of each item: rows i0 + 1 .. i0 + G R of S (B, M, N) float64 (absolute row
     numbers: global column 0, m); ring_above: None (the first stripe: lane 0's row above is DP
     row 0) or the stripe above's ring_below. Returns a StripeSweep."""
@@ -299,6 +299,8 @@ def sweep_stripe(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW
             q_minus_k0 = add(np.floor(mul(h_first, scale)), -k[0].astype(F))
             dk = np.fmin(np.fmax(q_minus_k0, F(-1e6)), F(1e6)).astype(np.int64)
             bad["ring"] |= cells_ahead & (l == 0) & ~(h_first == -np.inf) & loses(dk, k[0])
+        if keep is not None:  # (tools/affine_scaled_adjoint_emulation.py) each chunk's k
+            keep["k"].append(k.copy())
         umin = np.full((B, G), np.inf, F)
         for w in range(kW):
             j = j0 + w
@@ -346,6 +348,8 @@ def sweep_stripe(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW
                     else:
                         acc[r] = np.where(np.isnan(acc[r]) | np.isnan(addv), np.nan,
                                           np.maximum(acc[r], addv)).astype(F)
+                if keep is not None:  # every cell's A, X, Y, D in its row's scale, and E
+                    _keep_cell(keep, i - i0, j, N, at0, Dn, a, u, y[r], E)
                 old = dd[r].copy()
                 dd[r], y[r], uu[r] = Dn, L, U
                 if r + 1 < R:
@@ -395,6 +399,27 @@ def sweep_stripe(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW
     return StripeSweep(score, why, total, top, (ring_d, ring_u))
 
 
+def _keep_cell(keep, i, j, N, at0, Dn, a, u, y, E):
+    """Record one step's cells (B, G) of rows i (B, G) at columns j (G,) into keep's (B, G R + 1,
+    N + 1) planes, columns 0 .. N (column 0: the boundary, X = D)."""
+    if "A" not in keep:
+        B = Dn.shape[0]
+        for name in ("A", "X", "Y", "D"):
+            keep[name] = np.zeros((B, keep["rows"] + 1, N + 1), F)
+        keep["E"] = np.ones((B, keep["rows"] + 1, N + 1), F)
+    B, G = Dn.shape
+    jj = np.broadcast_to(j, (B, G))
+    ok = (jj >= 0) & (jj <= N)
+    b = np.broadcast_to(np.arange(B)[:, None], (B, G))[ok]
+    ii, jk = np.broadcast_to(i, (B, G))[ok], jj[ok]
+    zero = np.zeros((B, G), F)
+    keep["A"][b, ii, jk] = np.where(at0, zero, a)[ok]
+    keep["X"][b, ii, jk] = np.where(at0, Dn, u)[ok]
+    keep["Y"][b, ii, jk] = np.where(at0, zero, y)[ok]
+    keep["D"][b, ii, jk] = Dn[ok]
+    keep["E"][b, ii, jk] = np.where(at0, F(1), E)[ok]
+
+
 def refusals(why, off):
     """An item is refused where a rule not in `off` says so; a gap past its bound always (the
     sweep took gap 0: not a result)."""
@@ -408,13 +433,19 @@ def refusals(why, off):
 
 
 def run(S, o, e, t, m, n, mode="local", reduction="soft", G=16, R=2, kW=8, variant="shared",
-        off=(), theta_u=-100, stats=None):
+        off=(), theta_u=-100, stats=None, keep=None):
     """Items one stripe tall. S: (B, M, N) float64 (M <= G R); o, e: (B,) penalties; m, n: (B,)
-    lengths. Returns (score, refused, why)."""
+    lengths. Returns (score, refused, why). keep: a dict to fill with the forward's cells (A, X,
+    Y, D, E planes, each chunk's k, the stripe's local total and top: _keep_cell)."""
     assert S.shape[1] <= G * R
     local = mode == "local"
     soft = local and reduction == "soft"
-    stripe = sweep_stripe(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, theta_u)
+    if keep is not None:
+        keep.update(k=[], rows=G * R)
+    stripe = sweep_stripe(S, o, e, t, m, n, mode, reduction, G, R, kW, variant, theta_u,
+                          keep=keep)
+    if keep is not None:
+        keep.update(total=stripe.total, top=stripe.top)
     score, why = stripe.score, dict(stripe.why)
     # rule "near": local max, the largest A unclamped (the lanes' max, -inf where none)
     with np.errstate(all="ignore"):
