@@ -77,14 +77,14 @@ import affine_scaled_emulation as fwd  # noqa: E402
 from f32_intrinsics import (F, add, ex2, factor, mul, pow2_to_subnormal,  # noqa: E402
                             scale_down)
 
-LOG2E = 1.4426950408889634
+LOG2E = fwd.LOG2E
 ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
 # Rule "tie" (local max): another cell's A within 2^-TIE_BITS of the largest (the float32
 # forward's A carry a few 2^-24 each: the argmax, and so d S, may be another cell than float64's)
 TIE_RULE, TIE_BITS = True, 20
 DEAD_MASK = True
 LANE_NORMALISE = True  # False: the lanes' totals merged as they are (can overflow: above)
-FACTOR_FIRST = False  # True: the factors before E, O, F (the linear kernel's old order; a check)  # False: the review's first version (NaN d o, d e: the docstring)
+FACTOR_FIRST = False  # True: the factors before E, O, F (the linear kernel's old order; a check)
 
 
 class Arith32:
