@@ -372,7 +372,9 @@ __device__ __forceinline__ T group_max(T v) {
 }
 
 // Rules end, one (and kNear: near) of a local item, against log2 of its end (every lane has it).
-// Rule near reads local max's largest A before the empty alignment's 0 clamps it.
+// Rule near reads local max's largest A before the empty alignment's 0 clamps it. Every lane of
+// the warp calls it (its shuffles): `m > 0 && local_end_refuses(...)` hung the warps of an item
+// with lengths 0 beside one without (the session 40 fused kernel's first run).
 template <int G, bool kSoft, bool kNear, int R>
 __device__ __forceinline__ bool local_end_refuses(const AffineRows<R, true>& rows,
                                                   float log2_end) {
@@ -502,7 +504,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
       // Items of several stripes against the stripe's end, at most the item's (so refusing
       // more); rule near on the item's score (below).
       const float log2_end = end.score(c, kSoft) / (t * dp::device::kLn2);
-      bad |= m > 0 && local_end_refuses<G, kSoft, !kStacked>(rows, log2_end);
+      const bool refuses = local_end_refuses<G, kSoft, !kStacked>(rows, log2_end);  // every lane
+      bad |= m > 0 && refuses;
     } else {
       bad |= has_final && fabsf(final_value) < t * dp::device::kLn2 * kNearExponent;  // near
     }

@@ -209,7 +209,8 @@ __global__ void __launch_bounds__(32)
     }
     const float log2_end =
         kSoft ? dp::device::lg2(total_z) + float(total_k) : item_score / (t * dp::device::kLn2);
-    bad |= m > 0 && local_end_refuses<G, kSoft, true>(rows, log2_end);
+    const bool refuses = local_end_refuses<G, kSoft, true>(rows, log2_end);  // every lane
+    bad |= m > 0 && refuses;
   }
 
   // The seeds: local max, 1 / z_A at the end cell (on its lane); local soft, 2^(K(i, j) - K*) /
