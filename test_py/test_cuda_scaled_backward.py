@@ -1,50 +1,59 @@
-"""The CUDA backend's fused forward + adjoint in probability space (ops/cuda/scaled_adjoint.cuh):
-the short pairs' linear gradients at t > 0 (B > 1024, M <= 32, N <= 32). Scores and every
+"""The CUDA backend's fused forward + adjoint in probability space (ops/cuda/scaled_adjoint.cuh,
+and for the affine model's local ends scaled_affine_adjoint.cuh): the short pairs' gradients at
+t > 0 (B > 1024, M <= 32, N <= 32), both gap models (affine global items take the log-space
+kernels; their tests check that route the same way). Scores and every
 gradient against the CPU backend in float64: temperatures from 0.05 (every item refused: the
 log-space kernels take every item) to 100, lengths, whole chunks inside the items, and items
 built to be refused among items it takes (they go to log space; the others keep the fused
 results, whatever their neighbours)."""
 import math
+import os
 
 import pytest
 import torch
 
 import softalign
 from problems import assert_grads_match_cpu, evaluate, make_problem, problem_with_refusals
+from test_cuda_scaled import scaled_and_log_space
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 ENDS = [("local", "max"), ("local", "soft"), ("global", "max")]
 END_IDS = ["-".join(e) for e in ENDS]
+MODELS = ["linear", "affine"]
 
 
 @pytest.mark.parametrize("t", [0.05, 0.25, 1.0, 4.0, 100.0])
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_backward_matches_cpu(end, t):
-    p = make_problem("linear", *end, t, B=1500, M=32, N=29, penalties="item", lengths=True,
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_matches_cpu(end, t, model):
+    p = make_problem(model, *end, t, B=1500, M=32, N=29, penalties="item", lengths=True,
                      seed=int(10 * t) + 1)
     assert_grads_match_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_backward_whole_chunks_inside(end):
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_whole_chunks_inside(end, model):
     """No lengths, 32 x 32: the interior chunks, and every cell of d S written by the kernel."""
-    p = make_problem("linear", *end, 1.0, B=2000, M=32, N=32, penalties="item", seed=4)
+    p = make_problem(model, *end, 1.0, B=2000, M=32, N=32, penalties="item", seed=4)
     p.scores += 0.5  # long local alignments
     assert_grads_match_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_backward_number_penalty(end):
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_number_penalty(end, model):
     """A number penalty (no gradient asked for it) and short items, few rows a lane."""
-    p = make_problem("linear", *end, 0.5, B=1100, M=7, N=5, penalties="number", lengths=True,
+    p = make_problem(model, *end, 0.5, B=1100, M=7, N=5, penalties="number", lengths=True,
                      seed=6)
     assert_grads_match_cpu(p)
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_backward_refused_items(end):
-    p = problem_with_refusals(*end)
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_refused_items(end, model):
+    p = problem_with_refusals(*end, model=model)
     p.lengths_a[30], p.lengths_b[40] = 0, 0  # only boundaries: refused too
     # rtol 1e-3: item 16 (gap +200, refused: the log-space kernels) scores near 9000, where the
     # log-space weights in float32 are off by about 5e-4 (H200: d gap 6e-4 off, relatively).
@@ -53,17 +62,20 @@ def test_scaled_backward_refused_items(end):
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
-def test_scaled_backward_items_do_not_depend_on_neighbours(end):
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_items_do_not_depend_on_neighbours(end, model):
     """SPEC: results do not depend on which other items share the batch. Items 14 and 17 share
     their warps (units of 4 items) with refused ones; with those made plain, so that the kernel
     takes them, every other item's score and gradients stay the same, bit for bit."""
-    p = problem_with_refusals(*end)
-    refused = [10, 11, 12, 13, 15, 16, 18]
-    plain = problem_with_refusals(*end)
+    p = problem_with_refusals(*end, model=model)
+    refused = [10, 11, 12, 13, 15, 16, 18] + ([14, 17, 19] if model == "affine" else [])
+    plain = problem_with_refusals(*end, model=model)
     plain.scores[refused] = torch.randn(len(refused), *p.scores.shape[1:],
                                         generator=torch.Generator().manual_seed(3),
                                         dtype=torch.float64)
     plain.gap_open[refused] = -1.0
+    if model == "affine":
+        plain.gap_extend[refused] = -0.4
     kept = torch.ones(p.scores.shape[0], dtype=torch.bool)
     kept[refused] = False
     got, got_grads = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
@@ -73,10 +85,11 @@ def test_scaled_backward_items_do_not_depend_on_neighbours(end):
         assert torch.equal(got_grads[name][kept], want_grads[name][kept]), name
 
 
-def test_scaled_backward_alignment_is_a_posterior():
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_alignment_is_a_posterior(model):
     """smith_waterman_alignment takes the same kernel: entries in [0, 1], and at local max the
     rows of the alignment sum to at most 1 (each residue aligned at most once)."""
-    p = make_problem("linear", "local", "max", 1.0, B=2000, M=32, N=32, penalties="item",
+    p = make_problem(model, "local", "max", 1.0, B=2000, M=32, N=32, penalties="item",
                      seed=8).on("cuda", torch.float32)
     score, alignment = softalign.smith_waterman_alignment(p.scores.detach(), **p.kwargs())
     assert alignment.min() >= 0 and alignment.max() <= 1 + 1e-5
@@ -86,8 +99,9 @@ def test_scaled_backward_alignment_is_a_posterior():
     torch.testing.assert_close(alignment.cpu().double(), want, rtol=2e-4, atol=2e-4)
 
 
-def test_scaled_backward_repeats_bit_for_bit():
-    p = make_problem("linear", "local", "soft", 0.5, B=3000, M=32, N=32, penalties="item",
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_repeats_bit_for_bit(model):
+    p = make_problem(model, "local", "soft", 0.5, B=3000, M=32, N=32, penalties="item",
                      lengths=True, seed=9)
     runs = [evaluate(softalign.smith_waterman, p.on("cuda", torch.float32)) for _ in range(3)]
     for score, grads in runs[1:]:
@@ -96,9 +110,24 @@ def test_scaled_backward_repeats_bit_for_bit():
             assert torch.equal(grads[name], runs[0][1][name])
 
 
+@pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
+@pytest.mark.parametrize("t", [0.5, 1.0])
+@pytest.mark.parametrize("end", ENDS[:2], ids=END_IDS[:2])
+def test_scaled_backward_affine_takes_ordinary_items(tmp_path, end, t):
+    """The affine kernel takes ordinary local items, not refuses them: d S of most differs in
+    some bits from the log-space kernels' (SOFTALIGN_CUDA_LOG_SPACE=1, a fresh process; a refused
+    item's are theirs, bit for bit), and agrees with them to float32 rounding."""
+    B = 1500
+    scaled, log_space = scaled_and_log_space(tmp_path, dict(B=B, M=32, N=29), t, True, end,
+                                             model="affine")
+    differ = (scaled != log_space).reshape(B, -1).any(1)
+    assert int(differ.sum()) > B // 2
+
+
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 @pytest.mark.parametrize("case", ["lengths", "short_items"])
-def test_scaled_backward_paying_gaps(end, case):
+@pytest.mark.parametrize("model", MODELS)
+def test_scaled_backward_paying_gaps(end, case, model):
     """Gap penalties above zero (gaps that pay: G > 1), which the scaled kernels take up to
     |g| log2(e) / t = 12. Values then grow along every row, also past an item's last column and
     below its last row; a local end that followed them flushed its sum (a review's float64 model:
@@ -106,10 +135,10 @@ def test_scaled_backward_paying_gaps(end, case):
     NaN gradients from session 34's fix of the adjoint (G times a row's factor to the row above,
     clamped at 2^127, is inf below an item whose rows overflow; 0 R times that, NaN)."""
     if case == "lengths":  # short items beside n = 32 in the same warps
-        p = make_problem("linear", *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
+        p = make_problem(model, *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
                          seed=11)
     else:
-        p = make_problem("linear", *end, 0.25, B=1200, M=7, N=5, penalties="item", seed=12)
+        p = make_problem(model, *end, 0.25, B=1200, M=7, N=5, penalties="item", seed=12)
         p.gap_open = p.gap_open - 0.1  # most below 12 t / log2(e) = 2.08 after the shift below
     p.gap_open = p.gap_open + 3.0  # about +2 to +2.3
     assert_grads_match_cpu(p)

@@ -115,6 +115,19 @@ struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-1
   }
 };
 
+// What the fused forward + adjoint keeps of a local item of one stripe
+// (scaled_affine_adjoint.cuh): each cell's A and X in the scale of the chunk that computed it (two
+// planes in KeepCells' layout: row i, column j at (i - 1) * kKeepWidth + j), E in the score's
+// place (DenseScores), every row's k at every chunk, and (local max) each row's first maximal
+// column.
+template <int R>
+struct AffineKeepCells {
+  float* a;    // the group's item's A's
+  float* x;    // its X's
+  int16_t* k;  // the lane's: row r's k in chunk kk at (kk * R + r) * 32
+  int best_j[R];
+};
+
 // The sweep of a warp's items (one stripe), or of one stripe of a warp's item (RingStripe<2>:
 // items of several stripes), affine, in probability space (scaled.cuh's sweep for the affine
 // cell): leaves each lane's rows (their ends, local) and the rules' extremes in `rows`, global
@@ -127,17 +140,19 @@ struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-1
 // lane 0's scale (subnormal below 2^-126, as a factor's product) and handed to lane 0; the
 // exponent of the chunk's first D stands for the lane above's k in rule loses. Its last lane
 // leaves D and U of its row as H, the chunk's columns at the chunk's end.
-template <int G, int R, Ends kEnds, class Scores, class Stripe>
+template <int G, int R, Ends kEnds, class Scores, class Keep, class Stripe>
 __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_c, float e_c,
                                              float O, float F, float scale, float t, int steps,
                                              int l, AffineRows<R, is_local(kEnds)>& rows,
                                              bool& bad, float& final_value, bool& has_final,
-                                             Stripe& stripe) {
+                                             Keep& keep, Stripe& stripe) {
   using Sw = Sweep<false, G, R, Scores::kStepsPerChunk>;
   constexpr int kW = Sw::kW;
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   constexpr bool kStacked = kIsStacked<Stripe>;
+  constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
   static_assert(!kStacked || (G == 32 && kW <= G), "a warp a stripe, a lane a chunk's column");
+  static_assert(!kKeeps || (!kStacked && kLocal), "kept: local items of one stripe");
   const int first_row = stripe.i0 + l * R + 1;
   const int rows_inside = min(max(m - stripe.i0 - l * R, 0), R);
   const int rows_before_m = min(max(m - 1 - stripe.i0 - l * R, 0), R);  // i < m (rule vgap)
@@ -185,6 +200,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
       if constexpr (!kLocal) {
         bad |= cells_ahead && j0 >= 1 && !(rows.diag >= 0x1p-126f || diag_before == 0.f);
       }
+    }
+    if constexpr (kKeeps) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) keep.k[(kk * R + r) * 32] = int16_t(rows.k[r]);
     }
     up_d = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);
     up_u = __shfl_up_sync(kFullMask, rows.u, 1, G);
@@ -251,6 +270,14 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
           const float x = src.template at<kInside>(r, w, j) * scale;
           const float E = dp::device::ex2(x);  // 1 outside the item (its tile holds 0)
           const float a = kLocal ? E * (rows.one[r] + d) : E * d;
+          if constexpr (kKeeps) {  // E in the score's place, A and X (u) of the cell
+            const bool kept = kInside || unsigned(j - 1) < unsigned(kKeepCols);
+            src.keep_E(r, j, E, kept);
+            if (kept) {
+              keep.a[(first_row - 1 + r) * kKeepWidth + j] = a;
+              keep.x[(first_row - 1 + r) * kKeepWidth + j] = u;
+            }
+          }
           const float ax = a + u;
           float U = fmaf(O, a, F * u);
           float D = ax + rows.y[r];
@@ -268,6 +295,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
           if constexpr (kLocal) {  // SPEC: local ends over A
             const float mine = a * rows.to_acc[r];
             const float add = inside ? mine : 0.f;
+            if constexpr (kKeeps && !kSoft) keep.best_j[r] = add > rows.acc[r] ? j : keep.best_j[r];
             rows.acc[r] = kSoft ? rows.acc[r] + add : dp::device::max_nan(rows.acc[r], add);
           }
           const float old = rows.z[r];
@@ -341,6 +369,31 @@ __device__ __forceinline__ T group_max(T v) {
     }
   }
   return v;
+}
+
+// Rules end, one (and kNear: near) of a local item, against log2 of its end (every lane has it).
+// Rule near reads local max's largest A before the empty alignment's 0 clamps it. Every lane of
+// the warp calls it (its shuffles): `m > 0 && local_end_refuses(...)` hung the warps of an item
+// with lengths 0 beside one without (the session 40 fused kernel's first run).
+template <int G, bool kSoft, bool kNear, int R>
+__device__ __forceinline__ bool local_end_refuses(const AffineRows<R, true>& rows,
+                                                  float log2_end) {
+  const int kmax = group_max<G>(rows.kmax);
+  const float xmax = group_max<G>(rows.xmax);
+  const bool far = !(float(kmax) - log2_end <= float(kEndExponent));  // NaN too
+  const bool one = kmax > kOneExponent &&
+                   !(xmax + 20.f + float(max(0, kmax - 149)) <= log2_end - 24.f);
+  bool near = false;
+  if constexpr (kNear) {
+    float log2_value = log2_end;
+    if constexpr (!kSoft) {
+      int top_a;
+      const float largest = rows_total<R, false>(rows, top_a);
+      log2_value = group_max<G>(dp::device::lg2(largest) + float(top_a));  // -inf if none
+    }
+    near = fabsf(log2_value) < kNearExponent;
+  }
+  return far || one || near;
 }
 
 // Blocks an SM asked of ptxas (0: none). Local ends with a half warp an item: left to itself it
@@ -435,8 +488,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
       stripe.tag = stripe_index + 1;  // the stripe above wrote `stripe_index`
       stripe.lane = l;
     }
+    KeepNothing keep;
     affine_sweep<G, R, kEnds>(src, m, n, o_c, e_c, O, F, scale, t, steps, l, rows, bad,
-                              final_value, has_final, stripe);
+                              final_value, has_final, keep, stripe);
     bad |= m > 0 && !(rows.xmin >= kScoreFloor);  // rule score (NaN scores: the ends)
     if constexpr (kLocal) {
       int top;
@@ -447,26 +501,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
         end = empty;
       }
       end.merge_group<G>(c, kSoft);
-      // Rules end and one against the item's end, in powers of two (every lane has it); items of
-      // several stripes against the stripe's, at most the item's (so refusing more).
+      // Items of several stripes against the stripe's end, at most the item's (so refusing
+      // more); rule near on the item's score (below).
       const float log2_end = end.score(c, kSoft) / (t * dp::device::kLn2);
-      const int kmax = group_max<G>(rows.kmax);
-      const float xmax = group_max<G>(rows.xmax);
-      const bool far = !(float(kmax) - log2_end <= float(kEndExponent));  // NaN too
-      const bool one = kmax > kOneExponent &&
-                       !(xmax + 20.f + float(max(0, kmax - 149)) <= log2_end - 24.f);
-      bool near = false;  // rule near, items of one stripe (several: on the item's score, below)
-      if constexpr (!kStacked) {
-        // local max on the largest A before the empty alignment's 0 clamps it
-        float log2_value = log2_end;
-        if constexpr (!kSoft) {
-          int top_a;
-          const float largest = rows_total<R, false>(rows, top_a);
-          log2_value = group_max<G>(dp::device::lg2(largest) + float(top_a));  // -inf if none
-        }
-        near = fabsf(log2_value) < kNearExponent;
-      }
-      bad |= m > 0 && (far || one || near);
+      const bool refuses = local_end_refuses<G, kSoft, !kStacked>(rows, log2_end);  // every lane
+      bad |= m > 0 && refuses;
     } else {
       bad |= has_final && fabsf(final_value) < t * dp::device::kLn2 * kNearExponent;  // near
     }

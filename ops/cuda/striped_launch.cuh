@@ -13,6 +13,7 @@
 #include "scaled.cuh"
 #include "scaled_adjoint.cuh"
 #include "scaled_affine.cuh"
+#include "scaled_affine_adjoint.cuh"
 #include "striped.h"
 #include "streamed.cuh"
 #include "stripes.cuh"
@@ -272,17 +273,27 @@ struct Launch {
   }
 
   void forward_backward(const at::Tensor& grad, ProblemGrads& out) {
-    // The short pairs' linear shape at t > 0, N <= 32: forward and adjoint in probability space,
-    // one kernel (scaled_adjoint.cuh); the items it refuses go to log space (a bit each in
-    // `refused`, per unit).
-    if constexpr (!kAffine && G < 32) {
-      if (view.config.temperature > 0.f && N <= stripes::scaled::kKeepCols && !log_space_only()) {
+    // The short pairs' shape at t > 0, N <= 32 (affine: local ends): forward and adjoint in
+    // probability space, one kernel (scaled_adjoint.cuh, scaled_affine_adjoint.cuh); the items
+    // it refuses go to log space (a bit each in `refused`, per unit).
+    if constexpr (G < 32) {
+      if (view.config.temperature > 0.f && N <= stripes::scaled::kKeepCols && !log_space_only() &&
+          (!kAffine || view.config.local)) {
         at::Tensor refused = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
         with_ends(view.config, [&](auto ends) {
-          stripes::scaled::forward_backward_kernel<G, R, decltype(ends)::value>
-              <<<geo.units, 32, 0, at::cuda::getCurrentCUDAStream()>>>(
-                  view, view_of<float>(out), B, grad.data_ptr<float>(), out.score.data_ptr<float>(),
-                  refused.data_ptr<int>());
+          constexpr stripes::Ends kEnds = decltype(ends)::value;
+          const auto stream = at::cuda::getCurrentCUDAStream();
+          if constexpr (!kAffine) {
+            stripes::scaled::forward_backward_kernel<G, R, kEnds><<<geo.units, 32, 0, stream>>>(
+                view, view_of<float>(out), B, grad.data_ptr<float>(), out.score.data_ptr<float>(),
+                refused.data_ptr<int>());
+          } else if constexpr (stripes::is_local(kEnds)) {
+            stripes::scaled::affine_forward_backward_kernel<G, R, kEnds>
+                <<<geo.units, 32, 0, stream>>>(view, view_of<float>(out), B,
+                                               grad.data_ptr<float>(),
+                                               out.score.data_ptr<float>(),
+                                               refused.data_ptr<int>());
+          }
           C10_CUDA_KERNEL_LAUNCH_CHECK();
         });
         log_space_forward_backward(grad, out, refused.data_ptr<int>());

@@ -1,0 +1,365 @@
+// The short pairs' affine forward + adjoint at t > 0 in probability space, local ends, in one
+// kernel: scaled_adjoint.cuh's design for the affine model (notes/scaled-backward-plan.md,
+// "Affine: the math and a design"; tools/affine_scaled_adjoint_emulation.py is its float32
+// emulation, fuzzed against the CPU backend). A warp sweeps its items forward as
+// scaled_affine.cuh's forward does, keeping every cell's A and X and E (AffineKeepCells,
+// DenseScores: items of at most kKeepCols columns), then sweeps the same steps backwards, leaves
+// d score / d S in E's place, and copies it out.
+//
+// The reverse. With Z* the value the score reads (local soft: 1 + the sum of every A; local
+// max: the largest A), the adjoints Abar = d Z* / d A, Xbar, Ybar obey, from the cells after:
+//   Abar = seed + diag + O Xbar(i + 1, j) + O Ybar(i, j + 1)
+//   Xbar =        diag + F Xbar(i + 1, j) + O Ybar(i, j + 1)
+//   Ybar =        diag + F Ybar(i, j + 1),     diag = E(i + 1, j + 1) Abar(i + 1, j + 1),
+// the seed 1 at every cell (soft) or at the first maximal one (max). Each row carries them as
+// R_A = Abar 2^K / Z*, R_X, R_Y, K the exponent of the chunk that computed the cell, so that
+// z_A R_A is the probability that an alignment passes through A(i, j): the forward's own factors
+// between rows and chunks take them from one row's scale to another's, each adjoint times its
+// weight (E, O, F) before any factor (the emulation's "order": a factor first can flush it).
+// The gradients, at grad 1:
+//   d score / d S(i, j) = z_A R_A
+//   d score / d o = sum z_A O R_X(i + 1, j) + (z_A + z_X) O R_Y(i, j + 1)   (edges into the item)
+//   d score / d e = sum over alignments of their gap cells, less d o: the rows and columns an
+//     alignment spans, less twice its matches (d S), each weighted by its probability: local,
+//     (i + j) at the ends (z_A seed) less (i + j - 2) at the starts (E 2^-K R_A, the cell's 1).
+// Y is not kept: d e comes from the spans.
+//
+// Refused (the log-space saving forward and adjoint take them, as scaled_adjoint.cuh's): the
+// forward's rules (scaled_affine.cuh), and, local max, rule "tie": another cell's A within
+// 2^-kTieBits of the largest (float32's rounding could move the argmax, and d S with it).
+// Global items are not taken (their row 0 and column 0 runs: the emulation has them, this kernel
+// does not yet).
+#pragma once
+
+#include <climits>
+
+#include "scaled_adjoint.cuh"
+#include "scaled_affine.cuh"
+
+namespace softalign {
+namespace stripes {
+namespace scaled {
+
+constexpr int kTieBits = 20;  // rule tie: another A within 2^-kTieBits of the largest
+
+// One warp a block. Its shared memory: each item's scores (DenseScores; E after the forward, d S
+// after the reverse), each item's kept A's and X's, and every chunk's k of each lane's rows, as
+// 16-bit integers.
+template <int G, int R>
+struct AffineFused {
+  using Sw = Sweep<false, G, R, kSteps>;
+  using Sh = typename Sw::Sh;
+  static constexpr int kChunks = (kKeepCols + G + Sw::kW - 1) / Sw::kW;
+  static constexpr int kScoreFloats = Sh::kGroups * kDenseItem;
+  static constexpr int kPlaneFloats = Sh::kGroups * kKeepItem;
+  static constexpr int kWarpFloats = kScoreFloats + 2 * kPlaneFloats + kChunks * R * 32 / 2;
+};
+
+// A lane's total, local soft, as z 2^k with z in [1, 2) (0 and k = -1000 where it is 0): two
+// lanes' totals near 2^127.5 at one exponent would sum to inf (the emulation's hazard "merge").
+__device__ __forceinline__ float lane_mantissa(float total, int top, int& k) {
+  if (!(total > 0.f && total < INFINITY)) {
+    k = -1000;
+    return total;
+  }
+  int e;
+  const float f = frexpf(total, &e);  // total = f 2^e, f in [0.5, 1)
+  k = top + e - 1;
+  return 2.f * f;
+}
+
+template <int G, int R, Ends kEnds>
+__global__ void __launch_bounds__(32)
+    affine_forward_backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B,
+                                   const float* grad, float* score, int* fallback) {
+  using Fu = AffineFused<G, R>;
+  using Sw = typename Fu::Sw;
+  using Sh = typename Fu::Sh;
+  constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
+  static_assert(G * R == 32 && !Sh::kStacked, "an item's rows in one stripe");
+  static_assert(kW == DenseScores::kSlabCols, "a chunk of steps waits for a slab of columns");
+  static_assert(is_local(kEnds), "local ends (global items go to the log-space kernels)");
+  constexpr bool kSoft = kEnds == Ends::kSoft;
+  __shared__ __align__(16) float smem[Fu::kWarpFloats];  // 16-byte copies in and out
+
+  const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
+  const int64_t unit = blockIdx.x;
+  const int64_t b = unit * kGroups + grp;
+  dp::Config<float> c = v.config;
+  c.local = true;
+  const float t = c.temperature, scale = dp::device::exp2_scale(t);
+  const int64_t N = v.N;
+
+  // A group refused before the sweep sweeps as a group without an item (m = 0); one refused
+  // after it has its results dropped.
+  dp::Item<float> it;
+  int m = 0, n = 0;
+  float o_c = 0.f, e_c = 0.f, g = 0.f;
+  bool bad = false;
+  if (b < B) {
+    it = v.item(b);
+    g = grad[b];
+    o_c = it.open.at(1, 1) * scale;
+    e_c = it.extend.at(1, 1) * scale;
+    // rule gap (NaN too), and items of only boundaries
+    bad = it.m == 0 || it.n == 0 ||
+          !(fabsf(o_c) <= float(gap_bound(kW)) && fabsf(e_c) <= float(gap_bound(kW)));
+    m = bad ? 0 : it.m;
+    n = bad ? 0 : it.n;
+    o_c = bad ? 0.f : o_c;
+    e_c = bad ? 0.f : e_c;
+  }
+  const auto refuse = [&] {  // the groups refused, for the log-space kernels
+    const unsigned refused = groups_where<G>(bad);
+    if (lane_id == 0 && refused != 0) fallback[unit] = int(refused);
+    return refused;
+  };
+  const float O = dp::device::ex2(o_c), F = dp::device::ex2(e_c);
+  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
+  float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
+  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  if (steps == 0) {  // no item taken
+    refuse();
+    return;
+  }
+
+  float* const dense = smem + grp * kDenseItem;  // the item's S, then E, then d S
+  float* const kept_a = smem + Fu::kScoreFloats + grp * kKeepItem;
+  float* const kept_x = kept_a + Fu::kPlaneFloats;
+  int16_t* const kept_k =
+      reinterpret_cast<int16_t*>(smem + Fu::kScoreFloats + 2 * Fu::kPlaneFloats) + lane_id;
+  const int first_row = l * R + 1;
+  const int rows_inside = min(max(m - l * R, 0), R);
+  DenseScores::load<G>(dense, scores, m, n, N, l);  // the sweep waits for it slab by slab
+
+  // ---- forward
+  AffineRows<R, true> rows(first_row, rows_inside, o_c, e_c, O, F);
+  AffineKeepCells<R> keep{kept_a, kept_x, kept_k, {}};
+#pragma unroll
+  for (int r = 0; r < R; ++r) keep.best_j[r] = -1;
+  float final_value = 0.f;
+  bool has_final = false;
+  DenseScores src{dense + (first_row - 1) * kKeepCols};
+  OneStripe stripe;
+  affine_sweep<G, R, kEnds>(src, m, n, o_c, e_c, O, F, scale, t, steps, l, rows, bad,
+                            final_value, has_final, keep, stripe);
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // short items: slabs the sweep never read
+  bad |= m > 0 && !(rows.xmin >= kScoreFloor);  // rule score
+  __syncwarp();  // every cell kept
+
+  // The score, and where the reverse starts: local soft, Z* = z* 2^K* (1 + sum A); local max,
+  // the first maximal cell (end_i, end_j) (none where the empty alignment wins).
+  float item_score;
+  float total_z = 1.f;
+  int total_k = 0;
+  int end_i = 0, end_j = 0;
+  float seed_z = 0.f;  // local max: 1 / z_A at the end cell
+  float best_z = 0.f;  // local max: z_A there, and its k (rule tie)
+  int best_k = 0;
+  {
+    int top;
+    const float total = rows_total<R, kSoft>(rows, top);
+    bad |= !(total < INFINITY);  // NaN too
+    if constexpr (kSoft) {
+      int lane_k;
+      const float lane_z = lane_mantissa(total, top, lane_k);
+      total_k = max(group_max<G>(lane_k), -100);  // every lane 0: the empty alignment alone
+      total_z = scale_down(lane_z, lane_k - total_k);
+#pragma unroll
+      for (int delta = G / 2; delta >= 1; delta /= 2) {
+        total_z += __shfl_xor_sync(kFullMask, total_z, delta, G);
+      }
+      total_z += pow2_to_subnormal(-total_k);  // the empty alignment
+      bad |= !(total_z < INFINITY);
+      item_score = log_space(total_z, total_k, t);
+    } else {
+      // The lane's first maximal row, then the group's row-major first maximum (End), the empty
+      // alignment (0 at (0, 0)) first.
+      float best = 0.f;
+      int best_i = 0, best_jj = 0;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float x = scale_down(rows.acc[r], rows.ka[r] - top);
+        const bool take = x > best;
+        best = take ? x : best;
+        best_i = take ? first_row + r : best_i;
+        best_jj = take ? keep.best_j[r] : best_jj;
+      }
+      End end;
+      if (best > 0.f) {
+        End cell;
+        cell.best = log_space(best, top, t);
+        cell.i = best_i;
+        cell.j = best_jj;
+        end.merge(cell, c, false);
+      }
+      end.merge_group<G>(c, false);
+      item_score = end.best;
+      end_i = end.i;
+      end_j = end.j;
+      // z_A at the end cell and the k of the chunk that computed it, from its lane
+      const int end_lane = max(end_i - 1, 0) / R;
+      if (l == end_lane && end_i > 0) {
+        best_z = kept_a[(end_i - 1) * kKeepWidth + end_j];
+        best_k = kept_k[(((end_j + l) / kW) * R + (end_i - first_row)) * 32];
+      }
+      best_z = __shfl_sync(kFullMask, best_z, end_lane, G);
+      best_k = __shfl_sync(kFullMask, best_k, end_lane, G);
+      seed_z = 1.f / best_z;
+    }
+    const float log2_end =
+        kSoft ? dp::device::lg2(total_z) + float(total_k) : item_score / (t * dp::device::kLn2);
+    const bool refuses = local_end_refuses<G, kSoft, true>(rows, log2_end);  // every lane
+    bad |= m > 0 && refuses;
+  }
+
+  // The seeds: local max, 1 / z_A at the end cell (on its lane); local soft, 2^(K(i, j) - K*) /
+  // z* at every cell (per chunk, below). Not times grad: z R <= 1 is what keeps R in range.
+  int seed_j[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) seed_j[r] = !kSoft && first_row + r == end_i ? end_j : -1;
+  const float inv_total = kSoft ? 1.f / total_z : 0.f;
+  const float tie_z = best_z * (1.f - 0x1p-20f);  // kTieBits
+  static_assert(kTieBits == 20, "tie_z");
+  bool tie = false;
+
+  // ---- reverse: the forward's steps backwards, chunk by chunk, E from the forward's sweep
+  const float* const a_rows = kept_a + (first_row - 1) * kKeepWidth;  // row r at r * kKeepWidth
+  const float* const x_rows = kept_x + (first_row - 1) * kKeepWidth;
+  // Carried from column j + 1 (the step before), each row r's: O R_Y and F R_Y (its own scale);
+  // E R_A in row r - 1's scale (the diagonal of the row above).
+  float next_OY[R], next_FY[R], next_EA[R];
+  float back_next[R];  // 2^-e of the chunk after this one (its k less this one's)
+#pragma unroll
+  for (int r = 0; r < R; ++r) next_OY[r] = next_FY[r] = next_EA[r] = 0.f, back_next[r] = 1.f;
+  // From lane l + 1's first row, in this lane's last row's scale: O R_X and F R_X at column j
+  // (`below_OX`, `below_FX`), E R_A at j + 1 (`below_diag`) and at j (`below_diag_next`).
+  float below_OX = 0.f, below_FX = 0.f, below_diag = 0.f, below_diag_next = 0.f;
+  // d score / d o, the spans (i + j) ends - (i + j - 2) starts, and sum d S
+  float d_open = 0.f, spans = 0.f, sum_dS = 0.f;
+
+  const int last_chunk = (steps - 1) / kW;
+  for (int kk = last_chunk; kk >= 0; --kk) {
+    // What the reverse carries from the chunk after, into this chunk's scales (weights first).
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      next_OY[r] *= back_next[r];
+      next_FY[r] *= back_next[r];
+      next_EA[r] *= back_next[r == 0 ? 0 : r - 1];
+    }
+    below_OX *= back_next[R - 1];
+    below_FX *= back_next[R - 1];
+    below_diag *= back_next[R - 1];
+    below_diag_next *= back_next[R - 1];
+    // This chunk's scales as the forward had them: each row's k and its change e at the chunk's
+    // start, the factors from the row above (lane 0's: none, its row above is DP row 0, all 0).
+    int k[R], e[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      k[r] = kept_k[(kk * R + r) * 32];
+      e[r] = kk > 0 ? k[r] - kept_k[((kk - 1) * R + r) * 32] : 0;
+    }
+    const int k_above = __shfl_up_sync(kFullMask, k[R - 1], 1, G);
+    float from_above[R], back[R], one[R], seed_soft[R], tie_at[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
+      back[r] = pow2_to_subnormal(-e[r]);
+      one[r] = pow2_to_subnormal(-k[r]);  // the cell's 1, local's start
+      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
+      // rule tie: the largest A in this row's scale, less 2^-kTieBits (never 0: A's of 0 tie
+      // with nothing)
+      tie_at[r] = kSoft || end_i == 0 ? INFINITY
+                                      : fmaxf(ldexpf(tie_z, best_k - k[r]), 0x1p-149f);
+    }
+    const int j0 = kk * kW - l;
+    const bool interior = Sw::chunk_inside(m, n, 0, kk);
+    const auto sweep_back = [&](auto inside_constant) {
+      constexpr bool kInside = decltype(inside_constant)::value;
+#pragma unroll
+      for (int w = kW - 1; w >= 0; --w) {
+        const int j = j0 + w;
+        const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
+        // Kept column j (any valid one outside the item: its cells are not inside).
+        const int jk = kInside ? j : min(max(j, 0), kKeepCols);
+        float OX = below_OX, FX = below_FX;  // O R_X, F R_X of (i + 1, j) in row r's scale
+        float now_EA[R];
+#pragma unroll
+        for (int r = R - 1; r >= 0; --r) {
+          const int i = first_row + r;
+          const float E = src.template at<kInside>(r, w, j);
+          const bool inside = kInside || (column_inside && r < rows_inside);
+          const float diag = r == R - 1 ? below_diag : next_EA[r + 1];
+          const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
+          const float RA = inside ? ((seed + diag) + OX) + next_OY[r] : 0.f;
+          const float RX = inside ? (diag + FX) + next_OY[r] : 0.f;
+          const float RY = inside ? diag + next_FY[r] : 0.f;
+          const float za = a_rows[r * kKeepWidth + jk];
+          // X of row m or column n reaches no A inside: the forward never read it (dead), and
+          // it may be inf there
+          const float zx = i < m && j < n ? x_rows[r * kKeepWidth + jk] : 0.f;
+          const float dS = inside ? za * RA : 0.f;
+          const float ER = E * RA;
+          if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) src.rows[r * kKeepCols + j - 1] = dS;
+          // d o: the edges into (i + 1, j) (i < m) and (i, j + 1) (j < n), A and X apart (their
+          // sum may overflow)
+          const float down_o = i < m ? za * OX : 0.f;
+          const float right_o = j < n ? za * next_OY[r] + zx * next_OY[r] : 0.f;
+          const float span = fmaf(za * seed, float(i + j), -(ER * one[r]) * float(i + j - 2));
+          d_open += inside ? down_o + right_o : 0.f;
+          spans += inside ? span : 0.f;
+          sum_dS += dS;
+          if constexpr (!kSoft) {
+            tie |= inside && za >= tie_at[r] && !(i == end_i && j == end_j);
+          }
+          // To the row above: E R_A (its diagonal, next step), O R_X and F R_X (this step), in
+          // its scale; to this row's next step (column j - 1): O R_Y, F R_Y.
+          now_EA[r] = ER * from_above[r];
+          OX = (O * RX) * from_above[r];
+          FX = (F * RX) * from_above[r];
+          next_OY[r] = O * RY;
+          next_FY[r] = F * RY;
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) next_EA[r] = now_EA[r];
+        // To lane l - 1's last row: this lane's first row's, in its scale.
+        const float ox_up = __shfl_down_sync(kFullMask, OX, 1, G);
+        const float fx_up = __shfl_down_sync(kFullMask, FX, 1, G);
+        const float diag_up = __shfl_down_sync(kFullMask, now_EA[0], 1, G);
+        below_OX = l == G - 1 ? 0.f : ox_up;
+        below_FX = l == G - 1 ? 0.f : fx_up;
+        below_diag = below_diag_next;
+        below_diag_next = l == G - 1 ? 0.f : diag_up;
+      }
+    };
+    if (interior) {
+      sweep_back(std::true_type{});
+    } else {
+      sweep_back(std::false_type{});
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) back_next[r] = back[r];
+  }
+  bad |= tie;
+  const bool taken = !(refuse() >> grp & 1u) && m > 0;
+  if (taken && l == 0) score[b] = item_score;
+  __syncwarp();
+  write_out<G>(grads, dense, g, taken ? m : 0, n, N, l);
+
+  // d score / d o and d e of the item, summed over the group in a fixed order.
+#pragma unroll
+  for (int delta = G / 2; delta >= 1; delta /= 2) {
+    d_open += __shfl_xor_sync(kFullMask, d_open, delta, G);
+    spans += __shfl_xor_sync(kFullMask, spans, delta, G);
+    sum_dS += __shfl_xor_sync(kFullMask, sum_dS, delta, G);
+  }
+  const float d_extend = (spans - 2.f * sum_dS) - d_open;
+  if (taken && l == 0) {
+    gv.open[b * gv.open_sb] = d_open * g;
+    gv.extend[b * gv.extend_sb] = d_extend * g;
+  }
+}
+
+}  // namespace scaled
+}  // namespace stripes
+}  // namespace softalign
