@@ -26,7 +26,7 @@
 //
 // Refused (the log-space saving forward and adjoint take them, as scaled_adjoint.cuh's): the
 // forward's rules (scaled_affine.cuh), and, local max, rule "tie": another cell's A within
-// 2^-kTieBits of the largest (float32's rounding could move the argmax, and d S with it).
+// kTieMargin (2^-20) of the largest (float32's rounding could move the argmax, and d S with it).
 // Global items are not taken (their row 0 and column 0 runs: the emulation has them, this kernel
 // does not yet).
 #pragma once
@@ -40,7 +40,7 @@ namespace softalign {
 namespace stripes {
 namespace scaled {
 
-constexpr int kTieBits = 20;  // rule tie: another A within 2^-kTieBits of the largest
+constexpr float kTieMargin = 0x1p-20f;  // rule tie: another A within this fraction of the largest
 
 // One warp a block. Its shared memory: each item's scores (DenseScores; E after the forward, d S
 // after the reverse), each item's kept A's and X's, and every chunk's k of each lane's rows, as
@@ -219,8 +219,7 @@ __global__ void __launch_bounds__(32)
 #pragma unroll
   for (int r = 0; r < R; ++r) seed_j[r] = !kSoft && first_row + r == end_i ? end_j : -1;
   const float inv_total = kSoft ? 1.f / total_z : 0.f;
-  const float tie_z = best_z * (1.f - 0x1p-20f);  // kTieBits
-  static_assert(kTieBits == 20, "tie_z");
+  const float tie_z = best_z * (1.f - kTieMargin);
   bool tie = false;
 
   // ---- reverse: the forward's steps backwards, chunk by chunk, E from the forward's sweep
@@ -267,7 +266,7 @@ __global__ void __launch_bounds__(32)
       back[r] = pow2_to_subnormal(-e[r]);
       one[r] = pow2_to_subnormal(-k[r]);  // the cell's 1, local's start
       seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
-      // rule tie: the largest A in this row's scale, less 2^-kTieBits (never 0: A's of 0 tie
+      // rule tie: the largest A in this row's scale, less kTieMargin (never 0: A's of 0 tie
       // with nothing)
       tie_at[r] = kSoft || end_i == 0 ? INFINITY
                                       : fmaxf(ldexpf(tie_z, best_k - k[r]), 0x1p-149f);
