@@ -299,7 +299,9 @@ __global__ void __launch_bounds__(32)
           const float zx = i < m && j < n ? x_rows[r * kKeepWidth + jk] : 0.f;
           const float dS = inside ? za * RA : 0.f;
           const float ER = E * RA;
-          if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) src.rows[r * kKeepCols + j - 1] = dS;
+          if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) {
+            src.rows[r * kKeepCols + j - 1] = dS;
+          }
           // d o: the edges into (i + 1, j) (i < m) and (i, j + 1) (j < n), A and X apart (their
           // sum may overflow)
           const float down_o = i < m ? za * OX : 0.f;
