@@ -1,7 +1,6 @@
 """The CUDA backend's fused forward + adjoint in probability space (ops/cuda/scaled_adjoint.cuh,
-and for the affine model's local ends scaled_affine_adjoint.cuh): the short pairs' gradients at
-t > 0 (B > 1024, M <= 32, N <= 32), both gap models (affine global items take the log-space
-kernels; their tests check that route the same way). Scores and every
+and for the affine model scaled_affine_adjoint.cuh): the short pairs' gradients at t > 0 (M <=
+32, N <= 32; B > 1024, and affine also B <= 1024, a warp an item), both gap models. Scores and every
 gradient against the CPU backend in float64: temperatures from 0.05 (every item refused: the
 log-space kernels take every item) to 100, lengths, whole chunks inside the items, and items
 built to be refused among items it takes (they go to log space; the others keep the fused
@@ -112,16 +111,36 @@ def test_scaled_backward_repeats_bit_for_bit(model):
 
 @pytest.mark.skipif("SOFTALIGN_CUDA_LOG_SPACE" in os.environ, reason="log space for every call")
 @pytest.mark.parametrize("t", [0.5, 1.0])
-@pytest.mark.parametrize("end", ENDS[:2], ids=END_IDS[:2])
-def test_scaled_backward_affine_takes_ordinary_items(tmp_path, end, t):
-    """The affine kernel takes ordinary local items, not refuses them: d S of most differs in
-    some bits from the log-space kernels' (SOFTALIGN_CUDA_LOG_SPACE=1, a fresh process; a refused
-    item's are theirs, bit for bit), and agrees with them to float32 rounding."""
-    B = 1500
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+@pytest.mark.parametrize("B", [1500, 600], ids=["half_warps", "warps"])
+def test_scaled_backward_affine_takes_ordinary_items(tmp_path, end, t, B):
+    """The affine kernel takes ordinary items, not refuses them, in both of its shapes (a half
+    warp an item, and a warp an item at B <= 1024): d S of most differs in some bits from the
+    log-space kernels' (SOFTALIGN_CUDA_LOG_SPACE=1, a fresh process; a refused item's are theirs,
+    bit for bit), and agrees with them to float32 rounding."""
     scaled, log_space = scaled_and_log_space(tmp_path, dict(B=B, M=32, N=29), t, True, end,
                                              model="affine")
     differ = (scaled != log_space).reshape(B, -1).any(1)
     assert int(differ.sum()) > B // 2
+
+
+@pytest.mark.parametrize("t", [0.25, 1.0, 4.0])
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+@pytest.mark.parametrize("shape", [(32, 29), (32, 32), (7, 5)], ids=["32x29", "32x32", "7x5"])
+def test_scaled_backward_affine_warp_an_item(end, t, shape):
+    """B <= 1024: the affine kernel a warp an item (a row a lane), with lengths, against the CPU;
+    and refused items among taken ones in that shape too."""
+    M, N = shape
+    p = make_problem("affine", *end, t, B=700, M=M, N=N, penalties="item", lengths=M != N,
+                     seed=int(10 * t) + M)
+    assert_grads_match_cpu(p)
+
+
+@pytest.mark.parametrize("end", ENDS, ids=END_IDS)
+def test_scaled_backward_affine_warp_an_item_refused(end):
+    p = problem_with_refusals(*end, B=600, model="affine")
+    got, _ = assert_grads_match_cpu(p, rtol=1e-3)  # item 16: test_scaled_backward_refused_items
+    assert torch.isnan(got[12])
 
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)

@@ -115,17 +115,18 @@ struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-1
   }
 };
 
-// What the fused forward + adjoint keeps of a local item of one stripe
-// (scaled_affine_adjoint.cuh): each cell's A and X in the scale of the chunk that computed it (two
-// planes in KeepCells' layout: row i, column j at (i - 1) * kKeepWidth + j), E in the score's
-// place (DenseScores), every row's k at every chunk, and (local max) each row's first maximal
-// column.
+// What the fused forward + adjoint keeps of an item of one stripe (scaled_affine_adjoint.cuh):
+// each cell's A and X in the scale of the chunk that computed it (two planes in KeepCells'
+// layout: row i, column j at (i - 1) * kKeepWidth + j), E in the score's place (DenseScores),
+// every row's k at every chunk, (local max) each row's first maximal column and (global) D(m,
+// n) in its row's scale, on the lane that has it.
 template <int R>
 struct AffineKeepCells {
   float* a;    // the group's item's A's
   float* x;    // its X's
   int16_t* k;  // the lane's: row r's k in chunk kk at (kk * R + r) * 32
   int best_j[R];
+  float end_d;
 };
 
 // The sweep of a warp's items (one stripe), or of one stripe of a warp's item (RingStripe<2>:
@@ -152,7 +153,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
   constexpr bool kStacked = kIsStacked<Stripe>;
   constexpr bool kKeeps = !std::is_same_v<Keep, KeepNothing>;
   static_assert(!kStacked || (G == 32 && kW <= G), "a warp a stripe, a lane a chunk's column");
-  static_assert(!kKeeps || (!kStacked && kLocal), "kept: local items of one stripe");
+  static_assert(!kKeeps || !kStacked, "kept: items of one stripe");
   const int first_row = stripe.i0 + l * R + 1;
   const int rows_inside = min(max(m - stripe.i0 - l * R, 0), R);
   const int rows_before_m = min(max(m - 1 - stripe.i0 - l * R, 0), R);  // i < m (rule vgap)
@@ -315,6 +316,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
               if (first_row + r == m) {
                 bad |= !(rows.z[r] >= kTiny && rows.z[r] < INFINITY);  // NaN too
                 final_value = log_space(rows.z[r], rows.k[r], t);
+                if constexpr (kKeeps) keep.end_d = rows.z[r];
               }
             }
             has_final = true;

@@ -1,5 +1,4 @@
-// The short pairs' affine forward + adjoint at t > 0 in probability space, local ends, in one
-// kernel: scaled_adjoint.cuh's design for the affine model (notes/scaled-backward-plan.md,
+// The short pairs' affine forward + adjoint at t > 0 in probability space, in one kernel: scaled_adjoint.cuh's design for the affine model (notes/scaled-backward-plan.md,
 // "Affine: the math and a design"; tools/affine_scaled_adjoint_emulation.py is its float32
 // emulation, fuzzed against the CPU backend). A warp sweeps its items forward as
 // scaled_affine.cuh's forward does, keeping every cell's A and X and E (AffineKeepCells,
@@ -7,11 +6,13 @@
 // d score / d S in E's place, and copies it out.
 //
 // The reverse. With Z* the value the score reads (local soft: 1 + the sum of every A; local
-// max: the largest A), the adjoints Abar = d Z* / d A, Xbar, Ybar obey, from the cells after:
-//   Abar = seed + diag + O Xbar(i + 1, j) + O Ybar(i, j + 1)
-//   Xbar =        diag + F Xbar(i + 1, j) + O Ybar(i, j + 1)
-//   Ybar =        diag + F Ybar(i, j + 1),     diag = E(i + 1, j + 1) Abar(i + 1, j + 1),
-// the seed 1 at every cell (soft) or at the first maximal one (max). Each row carries them as
+// max: the largest A; global: D(m, n)), the adjoints Abar = d Z* / d A, Xbar, Ybar obey, from
+// the cells after:
+//   Abar = seed  + diag + O Xbar(i + 1, j) + O Ybar(i, j + 1)
+//   Xbar = seedD + diag + F Xbar(i + 1, j) + O Ybar(i, j + 1)
+//   Ybar = seedD + diag + F Ybar(i, j + 1),     diag = E(i + 1, j + 1) Abar(i + 1, j + 1),
+// the seed 1 at every cell (soft), at the first maximal one (max) or at (m, n) (global, where
+// seedD = 1 too; local, seedD = 0). Each row carries them as
 // R_A = Abar 2^K / Z*, R_X, R_Y, K the exponent of the chunk that computed the cell, so that
 // z_A R_A is the probability that an alignment passes through A(i, j): the forward's own factors
 // between rows and chunks take them from one row's scale to another's, each adjoint times its
@@ -21,14 +22,16 @@
 //   d score / d o = sum z_A O R_X(i + 1, j) + (z_A + z_X) O R_Y(i, j + 1)   (edges into the item)
 //   d score / d e = sum over alignments of their gap cells, less d o: the rows and columns an
 //     alignment spans, less twice its matches (d S), each weighted by its probability: local,
-//     (i + j) at the ends (z_A seed) less (i + j - 2) at the starts (E 2^-K R_A, the cell's 1).
-// Y is not kept: d e comes from the spans.
+//     (i + j) at the ends (z_A seed) less (i + j - 2) at the starts (E 2^-K R_A, the cell's 1);
+//     global, m + n.
+// Y is not kept: d e comes from the spans. Global's boundary runs (row 0 and column 0, from A(0,
+// 0) = 1) add to d o: a row-0 run ends by the diagonal into (1, j), j >= 2 (d S(1, j), one open);
+// a column-0 run at row i by the diagonal into (i + 1, 1) (one open) or by a turn into Y(i, 1)
+// (two), each X(i, 0) times its adjoint.
 //
 // Refused (the log-space saving forward and adjoint take them, as scaled_adjoint.cuh's): the
 // forward's rules (scaled_affine.cuh), and, local max, rule "tie": another cell's A within
 // kTieMargin (2^-20) of the largest (float32's rounding could move the argmax, and d S with it).
-// Global items are not taken (their row 0 and column 0 runs: the emulation has them, this kernel
-// does not yet).
 #pragma once
 
 #include <climits>
@@ -76,17 +79,17 @@ __global__ void __launch_bounds__(32)
   using Sw = typename Fu::Sw;
   using Sh = typename Fu::Sh;
   constexpr int kW = Sw::kW, kGroups = Sh::kGroups;
-  static_assert(G * R == 32 && !Sh::kStacked, "an item's rows in one stripe");
+  static_assert(G * R == 32, "an item's rows in one stripe");
   static_assert(kW == DenseScores::kSlabCols, "a chunk of steps waits for a slab of columns");
-  static_assert(is_local(kEnds), "local ends (global items go to the log-space kernels)");
-  constexpr bool kSoft = kEnds == Ends::kSoft;
+  constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
+  constexpr bool kMax = kEnds == Ends::kMax;
   __shared__ __align__(16) float smem[Fu::kWarpFloats];  // 16-byte copies in and out
 
   const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
   const int64_t unit = blockIdx.x;
   const int64_t b = unit * kGroups + grp;
   dp::Config<float> c = v.config;
-  c.local = true;
+  c.local = kLocal;
   const float t = c.temperature, scale = dp::device::exp2_scale(t);
   const int64_t N = v.N;
 
@@ -133,8 +136,8 @@ __global__ void __launch_bounds__(32)
   DenseScores::load<G>(dense, scores, m, n, N, l);  // the sweep waits for it slab by slab
 
   // ---- forward
-  AffineRows<R, true> rows(first_row, rows_inside, o_c, e_c, O, F);
-  AffineKeepCells<R> keep{kept_a, kept_x, kept_k, {}};
+  AffineRows<R, kLocal> rows(first_row, rows_inside, o_c, e_c, O, F);
+  AffineKeepCells<R> keep{kept_a, kept_x, kept_k, {}, 0.f};
 #pragma unroll
   for (int r = 0; r < R; ++r) keep.best_j[r] = -1;
   float final_value = 0.f;
@@ -148,15 +151,22 @@ __global__ void __launch_bounds__(32)
   __syncwarp();  // every cell kept
 
   // The score, and where the reverse starts: local soft, Z* = z* 2^K* (1 + sum A); local max,
-  // the first maximal cell (end_i, end_j) (none where the empty alignment wins).
+  // the first maximal cell (end_i, end_j) (none where the empty alignment wins); global, (m, n).
   float item_score;
   float total_z = 1.f;
   int total_k = 0;
   int end_i = 0, end_j = 0;
-  float seed_z = 0.f;  // local max: 1 / z_A at the end cell
+  float seed_z = 0.f;  // local max: 1 / z_A at the end cell; global: 1 / z_D there
   float best_z = 0.f;  // local max: z_A there, and its k (rule tie)
   int best_k = 0;
-  {
+  if constexpr (!kLocal) {
+    const int end_lane = max(m - 1, 0) / R;  // the lane of row m (every lane of an empty item: 0)
+    item_score = __shfl_sync(kFullMask, final_value, end_lane, G);
+    end_i = m;
+    end_j = n;
+    seed_z = 1.f / keep.end_d;  // read on row m's lane only
+    bad |= has_final && fabsf(final_value) < t * dp::device::kLn2 * kNearExponent;  // rule near
+  } else {
     int top;
     const float total = rows_total<R, kSoft>(rows, top);
     bad |= !(total < INFINITY);  // NaN too
@@ -213,8 +223,9 @@ __global__ void __launch_bounds__(32)
     bad |= m > 0 && refuses;
   }
 
-  // The seeds: local max, 1 / z_A at the end cell (on its lane); local soft, 2^(K(i, j) - K*) /
-  // z* at every cell (per chunk, below). Not times grad: z R <= 1 is what keeps R in range.
+  // The seeds: local max, 1 / z_A at the end cell (on its lane); global, 1 / z_D there (of A,
+  // X and Y); local soft, 2^(K(i, j) - K*) / z* at every cell (per chunk, below). Not times
+  // grad: z R <= 1 is what keeps R in range.
   int seed_j[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) seed_j[r] = !kSoft && first_row + r == end_i ? end_j : -1;
@@ -268,7 +279,7 @@ __global__ void __launch_bounds__(32)
       seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
       // rule tie: the largest A in this row's scale, less kTieMargin (never 0: A's of 0 tie
       // with nothing)
-      tie_at[r] = kSoft || end_i == 0 ? INFINITY
+      tie_at[r] = !kMax || end_i == 0 ? INFINITY
                                       : fmaxf(ldexpf(tie_z, best_k - k[r]), 0x1p-149f);
     }
     const int j0 = kk * kW - l;
@@ -290,13 +301,14 @@ __global__ void __launch_bounds__(32)
           const bool inside = kInside || (column_inside && r < rows_inside);
           const float diag = r == R - 1 ? below_diag : next_EA[r + 1];
           const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
+          const float seed_d = kLocal ? 0.f : seed;
           const float RA = inside ? ((seed + diag) + OX) + next_OY[r] : 0.f;
-          const float RX = inside ? (diag + FX) + next_OY[r] : 0.f;
-          const float RY = inside ? diag + next_FY[r] : 0.f;
+          const float RX = inside ? ((seed_d + diag) + FX) + next_OY[r] : 0.f;
+          const float RY = inside ? (seed_d + diag) + next_FY[r] : 0.f;
           const float za = a_rows[r * kKeepWidth + jk];
-          // X of row m or column n reaches no A inside: the forward never read it (dead), and
-          // it may be inf there
-          const float zx = i < m && j < n ? x_rows[r * kKeepWidth + jk] : 0.f;
+          // X of column n (local: of row m too) reaches no A inside: the forward never read it
+          // (dead), and it may be inf there
+          const float zx = (!kLocal || i < m) && j < n ? x_rows[r * kKeepWidth + jk] : 0.f;
           const float dS = inside ? za * RA : 0.f;
           const float ER = E * RA;
           if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) {
@@ -306,11 +318,20 @@ __global__ void __launch_bounds__(32)
           // sum may overflow)
           const float down_o = i < m ? za * OX : 0.f;
           const float right_o = j < n ? za * next_OY[r] + zx * next_OY[r] : 0.f;
-          const float span = fmaf(za * seed, float(i + j), -(ER * one[r]) * float(i + j - 2));
           d_open += inside ? down_o + right_o : 0.f;
-          spans += inside ? span : 0.f;
           sum_dS += dS;
-          if constexpr (!kSoft) {
+          if constexpr (kLocal) {
+            const float span = fmaf(za * seed, float(i + j), -(ER * one[r]) * float(i + j - 2));
+            spans += inside ? span : 0.f;
+          } else {
+            d_open += inside && i == 1 && j >= 2 ? dS : 0.f;  // a row-0 run ends
+            if constexpr (!kInside) {  // a column-0 run ends: into (i + 1, 1) or Y(i, 1)
+              const float x0 = AffineRows<R, false>::boundary_d(i, k[r], o_c, e_c);
+              const bool ends = j == 0 && r < rows_inside;
+              d_open += ends ? x0 * diag + 2.f * (x0 * next_OY[r]) : 0.f;
+            }
+          }
+          if constexpr (kMax) {
             tie |= inside && za >= tie_at[r] && !(i == end_i && j == end_j);
           }
           // To the row above: E R_A (its diagonal, next step), O R_X and F R_X (this step), in
@@ -354,6 +375,7 @@ __global__ void __launch_bounds__(32)
     spans += __shfl_xor_sync(kFullMask, spans, delta, G);
     sum_dS += __shfl_xor_sync(kFullMask, sum_dS, delta, G);
   }
+  if constexpr (!kLocal) spans = float(m + n);
   const float d_extend = (spans - 2.f * sum_dS) - d_open;
   if (taken && l == 0) {
     gv.open[b * gv.open_sb] = d_open * g;

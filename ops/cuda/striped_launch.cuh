@@ -273,12 +273,13 @@ struct Launch {
   }
 
   void forward_backward(const at::Tensor& grad, ProblemGrads& out) {
-    // The short pairs' shape at t > 0, N <= 32 (affine: local ends): forward and adjoint in
-    // probability space, one kernel (scaled_adjoint.cuh, scaled_affine_adjoint.cuh); the items
-    // it refuses go to log space (a bit each in `refused`, per unit).
-    if constexpr (G < 32) {
-      if (view.config.temperature > 0.f && N <= stripes::scaled::kKeepCols && !log_space_only() &&
-          (!kAffine || view.config.local)) {
+    // The short pairs' shapes at t > 0, N <= 32 (a quarter or half warp an item; affine, also a
+    // warp an item: B <= 1024): forward and adjoint in probability space, one kernel
+    // (scaled_adjoint.cuh, scaled_affine_adjoint.cuh); the items it refuses go to log space (a
+    // bit each in `refused`, per unit).
+    if constexpr (G * R == 32 && (G < 32 || kAffine)) {
+      if (geo.stripes == 1 && view.config.temperature > 0.f &&
+          N <= stripes::scaled::kKeepCols && !log_space_only()) {
         at::Tensor refused = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
         with_ends(view.config, [&](auto ends) {
           constexpr stripes::Ends kEnds = decltype(ends)::value;
@@ -287,7 +288,7 @@ struct Launch {
             stripes::scaled::forward_backward_kernel<G, R, kEnds><<<geo.units, 32, 0, stream>>>(
                 view, view_of<float>(out), B, grad.data_ptr<float>(), out.score.data_ptr<float>(),
                 refused.data_ptr<int>());
-          } else if constexpr (stripes::is_local(kEnds)) {
+          } else {
             stripes::scaled::affine_forward_backward_kernel<G, R, kEnds>
                 <<<geo.units, 32, 0, stream>>>(view, view_of<float>(out), B,
                                                grad.data_ptr<float>(),
