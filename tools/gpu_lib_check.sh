@@ -10,6 +10,8 @@
 #     CASES="700 32 32 --affine --mode global --lengths;2000 32 32 --affine --reduction soft" \
 #     bash tools/gpu_lib_check.sh
 #   MORE="test_py/test_cuda_scaled_affine.py"   tests for the time left at the end (-k "$K")
+#   NCU="65536 32 32 --affine" NCU_KERNEL=affine_forward_backward   Nsight Compute's speed of
+#     light, occupancy, scheduler and warp stall figures of that kernel in that case's backward
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -53,6 +55,10 @@ for c in "${cases[@]}"; do
   step "racecheck$k" 90 compute-sanitizer --tool racecheck --error-exitcode 1 \
     python3 tools/profile_case.py $c --backward --reps 1
 done
+[ -n "${NCU:-}" ] && step ncu 120 ncu --kernel-name "regex:${NCU_KERNEL:-.}" --launch-skip 1 \
+  --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+  --section SchedulerStats --section WarpStateStats --section InstructionStats \
+  python3 tools/profile_case.py $NCU --backward --reps 2
 [ -n "${AB:-}" ] && step ab "${AB_LIMIT:-200}" python3 tools/fwd_bwd_ab.py $AB ${AB_ARGS:-}
 [ -n "${MORE:-}" ] && step more $((BUDGET - SECONDS - 5)) python3 -m pytest -q -p no:cacheprovider \
   $MORE -k "${K:-cuda}"
