@@ -69,6 +69,35 @@ __device__ __forceinline__ void write_out(float* to, const float* from, float g,
   }
 }
 
+// Local max, the end of a fused kernel's item: each lane's first maximal row (its rows' largest
+// A's, `acc` in the scales `ka`, brought to 2^top, and `best_j`, each row's first maximal
+// column), then the group's row-major first maximum (End's merge), the empty alignment (0 at (0,
+// 0)) first. Every lane of the warp calls it (its shuffles).
+template <int G, class Rows, int R>
+__device__ __forceinline__ End group_argmax(const Rows& rows, const int (&best_j)[R], int top,
+                                            int first_row, const dp::Config<float>& c, float t) {
+  float best = 0.f;
+  int best_i = 0, best_jj = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float x = scale_down(rows.acc[r], rows.ka[r] - top);
+    const bool take = x > best;
+    best = take ? x : best;
+    best_i = take ? first_row + r : best_i;
+    best_jj = take ? best_j[r] : best_jj;
+  }
+  End end;
+  if (best > 0.f) {
+    End cell;
+    cell.best = log_space(best, top, t);
+    cell.i = best_i;
+    cell.j = best_jj;
+    end.merge(cell, c, false);
+  }
+  end.merge_group<G>(c, false);
+  return end;
+}
+
 template <int G, int R, Ends kEnds>
 __global__ void __launch_bounds__(32)
     forward_backward_kernel(ProblemView<float> v, GradsView<float> gv, int64_t B,
@@ -165,27 +194,7 @@ __global__ void __launch_bounds__(32)
       bad |= !(total_z < INFINITY);  // the lanes' sums, each finite, may not be
       item_score = log_space(total_z, total_k, t);
     } else {
-      // The lane's first maximal row, then the group's row-major first maximum (End), the empty
-      // alignment (0 at (0, 0)) first.
-      float best = 0.f;
-      int best_i = 0, best_j = 0;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float x = scale_down(rows.acc[r], rows.ka[r] - top);
-        const bool take = x > best;
-        best = take ? x : best;
-        best_i = take ? first_row + r : best_i;
-        best_j = take ? keep.best_j[r] : best_j;
-      }
-      End end;
-      if (best > 0.f) {
-        End cell;
-        cell.best = log_space(best, top, t);
-        cell.i = best_i;
-        cell.j = best_j;
-        end.merge(cell, c, false);
-      }
-      end.merge_group<G>(c, false);
+      const End end = group_argmax<G>(rows, keep.best_j, top, first_row, c, t);
       item_score = end.best;
       end_i = end.i;
       end_j = end.j;

@@ -183,27 +183,7 @@ __global__ void __launch_bounds__(32)
       bad |= !(total_z < INFINITY);
       item_score = log_space(total_z, total_k, t);
     } else {
-      // The lane's first maximal row, then the group's row-major first maximum (End), the empty
-      // alignment (0 at (0, 0)) first.
-      float best = 0.f;
-      int best_i = 0, best_jj = 0;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float x = scale_down(rows.acc[r], rows.ka[r] - top);
-        const bool take = x > best;
-        best = take ? x : best;
-        best_i = take ? first_row + r : best_i;
-        best_jj = take ? keep.best_j[r] : best_jj;
-      }
-      End end;
-      if (best > 0.f) {
-        End cell;
-        cell.best = log_space(best, top, t);
-        cell.i = best_i;
-        cell.j = best_jj;
-        end.merge(cell, c, false);
-      }
-      end.merge_group<G>(c, false);
+      const End end = group_argmax<G>(rows, keep.best_j, top, first_row, c, t);
       item_score = end.best;
       end_i = end.i;
       end_j = end.j;
