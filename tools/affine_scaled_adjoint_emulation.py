@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The float32 emulation of ops/cuda/scaled_affine_adjoint.cuh (built in session 40 for local
-ends; its global ends exist only here): the fused affine forward + reverse in probability space for items
+ends, session 41 for global): the fused affine forward + reverse in probability space for items
 one stripe tall (M, N <= 32), the design of notes/scaled-backward-plan.md, "Affine: the math and
 a design (session 39)", on tools/affine_scaled_emulation.py's forward (G = 16, R = 2, kW = 8,
 variant shared, its eight refusal rules) and tools/affine_scaled_backward_math.py's math.
