@@ -84,6 +84,10 @@ ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
 # forward's A carry a few 2^-24 each: the argmax, and so d S, may be another cell than float64's)
 TIE_RULE, TIE_BITS = True, 20
 DEAD_MASK = True
+# False (notes/patches/session41-dopen-fma.patch): d o's edge terms without the selects on their
+# heads (i < m, j < n): the adjoints there are 0 already, z_A finite inside a taken item, and z_X
+# masked where dead (local: row m and column n; global: column n, as the kernel masks it)
+EDGE_SELECTS = True
 LANE_NORMALISE = True  # False: the lanes' totals merged as they are (can overflow: above)
 FACTOR_FIRST = False  # True: the factors before E, O, F (the linear kernel's old order; a check)
 
@@ -216,6 +220,9 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
                              np.where(right, ar.add(ar.mul(a, Oyr), ar.mul(x, Oyr)), zero))
                 t_e = ar.add(np.where(down, ar.mul(x, Fxd), zero),
                              np.where(right, ar.mul(y, Fyr), zero))
+                if not EDGE_SELECTS:  # z_X of column n masked, as the kernel does, and no other
+                    x_o = np.where(right, x, zero)
+                    t_o = ar.add(ar.add(ar.mul(x_o, Oyr), ar.mul(a, Oyr)), ar.mul(a, Oxd))
             else:
                 t_o = ar.add(ar.mul(a, Oxd), ar.mul(ar.add(a, x), Oyr))
                 t_e = ar.add(ar.mul(x, Fxd), ar.mul(y, Fyr))
@@ -576,10 +583,12 @@ if __name__ == "__main__":
     ap.add_argument("--tie-bits", type=int, default=TIE_BITS)
     ap.add_argument("--no-dead-mask", action="store_true", help="the dead-state mask off")
     ap.add_argument("--factor-first", action="store_true", help="factors before E, O, F R")
+    ap.add_argument("--no-edge-selects", action="store_true", help="d o without its edges' selects")
     a = ap.parse_args()
     TIE_RULE, TIE_BITS = not a.no_tie, a.tie_bits
     DEAD_MASK = not a.no_dead_mask
     FACTOR_FIRST = a.factor_first
+    EDGE_SELECTS = not a.no_edge_selects
     if a.check64:
         w = check64(a.seed)
         print(f"float64 structure: largest relative difference {w:.1e}")
