@@ -73,8 +73,8 @@ __device__ __forceinline__ void write_out(float* to, const float* from, float g,
 // A's, `acc` in the scales `ka`, brought to 2^top, and `best_j`, each row's first maximal
 // column), then the group's row-major first maximum (End's merge), the empty alignment (0 at (0,
 // 0)) first. Every lane of the warp calls it (its shuffles).
-template <int G, class Rows, int R>
-__device__ __forceinline__ End group_argmax(const Rows& rows, const int (&best_j)[R], int top,
+template <int G, class LaneRows, int R>
+__device__ __forceinline__ End group_argmax(const LaneRows& rows, const int (&best_j)[R], int top,
                                             int first_row, const dp::Config<float>& c, float t) {
   float best = 0.f;
   int best_i = 0, best_jj = 0;

@@ -1,5 +1,6 @@
-// The short pairs' affine forward + adjoint at t > 0 in probability space, in one kernel: scaled_adjoint.cuh's design for the affine model (notes/scaled-backward-plan.md,
-// "Affine: the math and a design"; tools/affine_scaled_adjoint_emulation.py is its float32
+// The short pairs' affine forward + adjoint at t > 0 in probability space, in one kernel:
+// scaled_adjoint.cuh's design for the affine model (notes/scaled-backward-plan.md, "Affine: the
+// math and a design"; tools/affine_scaled_adjoint_emulation.py is its float32
 // emulation, fuzzed against the CPU backend). A warp sweeps its items forward as
 // scaled_affine.cuh's forward does, keeping every cell's A and X and E (AffineKeepCells,
 // DenseScores: items of at most kKeepCols columns), then sweeps the same steps backwards, leaves
