@@ -128,8 +128,8 @@ def test_scaled_backward_affine_takes_ordinary_items(tmp_path, end, t, B):
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 @pytest.mark.parametrize("shape", [(32, 29), (32, 32), (7, 5)], ids=["32x29", "32x32", "7x5"])
 def test_scaled_backward_affine_warp_an_item(end, t, shape):
-    """B <= 1024: the affine kernel a warp an item (a row a lane), with lengths, against the CPU;
-    and refused items among taken ones in that shape too."""
+    """B <= 1024: the affine kernel a warp an item (a row a lane) against the CPU, with lengths
+    where M != N (32 x 32: whole items); refused items in this shape: the test below."""
     M, N = shape
     p = make_problem("affine", *end, t, B=700, M=M, N=N, penalties="item", lengths=M != N,
                      seed=int(10 * t) + M)
@@ -138,6 +138,8 @@ def test_scaled_backward_affine_warp_an_item(end, t, shape):
 
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_backward_affine_warp_an_item_refused(end):
+    """test_scaled_backward_refused_items's problem at B = 600, where the affine kernel takes a
+    warp an item."""
     p = problem_with_refusals(*end, B=600, model="affine")
     got, _ = assert_grads_match_cpu(p, rtol=1e-3)  # item 16: test_scaled_backward_refused_items
     assert torch.isnan(got[12])
