@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(32)
     item_score = __shfl_sync(kFullMask, final_value, end_lane, G);
     end_i = m;
     end_j = n;
-    seed_z = 1.f / keep.end_d;  // read on row m's lane only
+    seed_z = has_final ? 1.f / keep.end_d : 0.f;  // on row m's lane (elsewhere no inf to mask)
     bad |= has_final && fabsf(final_value) < t * dp::device::kLn2 * kNearExponent;  // rule near
   } else {
     int top;
@@ -297,9 +297,10 @@ __global__ void __launch_bounds__(32)
           }
           // d o: the edges into (i + 1, j) (i < m) and (i, j + 1) (j < n), A and X apart (their
           // sum may overflow)
-          const float down_o = i < m ? za * OX : 0.f;
-          const float right_o = j < n ? za * next_OY[r] + zx * next_OY[r] : 0.f;
-          d_open += inside ? down_o + right_o : 0.f;
+          // (OX is 0 where i = m and O R_Y where j = n: their cells' adjoints are masked; z_A
+          // is finite inside a taken item, z_X masked where dead.)
+          const float OY = next_OY[r];
+          d_open = inside ? fmaf(za, OX, fmaf(za, OY, fmaf(zx, OY, d_open))) : d_open;
           sum_dS += dS;
           if constexpr (kLocal) {
             const float span = fmaf(za * seed, float(i + j), -(ER * one[r]) * float(i + j - 2));
