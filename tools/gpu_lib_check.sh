@@ -11,7 +11,7 @@
 #     bash tools/gpu_lib_check.sh
 #   MORE="test_py/test_cuda_scaled_affine.py"   tests for the time left at the end (-k "$K")
 #   BENCH=1   PERF.md's table (examples/benchmark.py --device cuda) after the first tests
-#   SMALL=1   where an eager (16, 32^2) fwd+bwd's host time goes (tools/small_call_profile.py)
+#   SMALL=1   where an eager (16, 32^2) fwd+bwd's host time goes (tools/profile_small.py)
 #   NCU="65536 32 32 --affine" NCU_KERNEL=affine_forward_backward   Nsight Compute's speed of
 #     light, occupancy, scheduler and warp stall figures of that kernel in that case's backward
 set -uo pipefail
@@ -48,7 +48,7 @@ step environment 30 bash -c 'nvidia-smi --query-gpu=name,clocks.max.sm --format=
 step tests "${TESTS_LIMIT:-200}" python3 -m pytest -q -x -p no:cacheprovider $TESTS -k "${K:-cuda}"
 [ "${BENCH:-0}" = 1 ] && step benchmark 200 python3 examples/benchmark.py --device cuda
 [ "${SMALL:-0}" = 1 ] && step small 120 bash -c \
-  'python3 tools/small_call_profile.py && python3 tools/small_call_profile.py --affine'
+  'python3 tools/profile_small.py && python3 tools/profile_small.py --affine'
 k=0
 IFS=';' read -ra cases <<< "${CASES:-}"
 for c in "${cases[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Where the time of one small call goes (host and device): torch.profiler over a few
-forward + backward calls of a (B, M, N) case.
+"""Where the time of one small call goes (host and device): per-call wall times (the forward
+and backward apart, and PyTorch's own floor for any differentiable op), then torch.profiler over
+a few forward + backward calls of a (B, M, N) case.
 
     python3 tools/profile_small.py [B M N] [--affine]
 """
@@ -48,6 +49,29 @@ def fwd_bwd():
     S.grad = None
     softalign.smith_waterman(S, **gaps).sum().backward()
 print(f"forward + backward:          {per_call(fwd_bwd):8.1f} us")
+
+
+def split(reps=200):
+    """The medians of one eager forward + backward's parts, in microseconds: the forward, the
+    sum, the backward's host time, then the wait for the device."""
+    import time
+    parts = []
+    for _ in range(reps):
+        S.grad = None
+        t0 = time.perf_counter()
+        score = softalign.smith_waterman(S, **gaps)
+        t1 = time.perf_counter()
+        total = score.sum()
+        t2 = time.perf_counter()
+        total.backward()
+        t3 = time.perf_counter()
+        torch.cuda.synchronize()
+        parts.append((t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3))
+    return [sorted(p[k] for p in parts)[reps // 2] * 1e6 for k in range(4)]
+
+
+print("  its parts (medians): forward {:.1f}, sum {:.1f}, backward (host) {:.1f}, "
+      "synchronize {:.1f} us".format(*split()))
 # PyTorch's own floor for a forward + backward through autograd on this machine: one elementwise
 # op, its sum, and backward (the engine runs CUDA backward work on a thread of its own).
 X = torch.randn(*args.shape, device="cuda", requires_grad=True)
