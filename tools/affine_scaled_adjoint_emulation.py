@@ -84,10 +84,10 @@ ENDS = (("local", "soft"), ("local", "max"), ("global", "max"))
 # forward's A carry a few 2^-24 each: the argmax, and so d S, may be another cell than float64's)
 TIE_RULE, TIE_BITS = True, 20
 DEAD_MASK = True
-# False (notes/patches/session41-dopen-fma.patch): d o's edge terms without the selects on their
+# False (the kernel since session 42, 8917b97): d o's edge terms without the selects on their
 # heads (i < m, j < n): the adjoints there are 0 already, z_A finite inside a taken item, and z_X
 # masked where dead (local: row m and column n; global: column n, as the kernel masks it)
-EDGE_SELECTS = True
+EDGE_SELECTS = False
 LANE_NORMALISE = True  # False: the lanes' totals merged as they are (can overflow: above)
 FACTOR_FIRST = False  # True: the factors before E, O, F (the linear kernel's old order; a check)
 
@@ -583,12 +583,13 @@ if __name__ == "__main__":
     ap.add_argument("--tie-bits", type=int, default=TIE_BITS)
     ap.add_argument("--no-dead-mask", action="store_true", help="the dead-state mask off")
     ap.add_argument("--factor-first", action="store_true", help="factors before E, O, F R")
-    ap.add_argument("--no-edge-selects", action="store_true", help="d o without its edges' selects")
+    ap.add_argument("--edge-selects", action="store_true",
+                    help="d o with its edges' selects (the kernel before session 42)")
     a = ap.parse_args()
     TIE_RULE, TIE_BITS = not a.no_tie, a.tie_bits
     DEAD_MASK = not a.no_dead_mask
     FACTOR_FIRST = a.factor_first
-    EDGE_SELECTS = not a.no_edge_selects
+    EDGE_SELECTS = a.edge_selects
     if a.check64:
         w = check64(a.seed)
         print(f"float64 structure: largest relative difference {w:.1e}")
