@@ -216,13 +216,14 @@ def reverse(P, krow, m, n, O, Fe, mode, seedA, seedD, ar, G, R, kW):
             if DEAD_MASK:  # an edge's term only where its head is inside (i < m, j < n), and
                 # A and X times O yr apart: z_A + z_X itself may overflow (global, seed 10)
                 down, right = i < m, j < n
-                t_o = ar.add(np.where(down, ar.mul(a, Oxd), zero),
-                             np.where(right, ar.add(ar.mul(a, Oyr), ar.mul(x, Oyr)), zero))
-                t_e = ar.add(np.where(down, ar.mul(x, Fxd), zero),
-                             np.where(right, ar.mul(y, Fyr), zero))
-                if not EDGE_SELECTS:  # z_X of column n masked, as the kernel does, and no other
+                if EDGE_SELECTS:
+                    t_o = ar.add(np.where(down, ar.mul(a, Oxd), zero),
+                                 np.where(right, ar.add(ar.mul(a, Oyr), ar.mul(x, Oyr)), zero))
+                else:  # z_X of column n masked, as the kernel does, and no other select
                     x_o = np.where(right, x, zero)
                     t_o = ar.add(ar.add(ar.mul(x_o, Oyr), ar.mul(a, Oyr)), ar.mul(a, Oxd))
+                t_e = ar.add(np.where(down, ar.mul(x, Fxd), zero),
+                             np.where(right, ar.mul(y, Fyr), zero))
             else:
                 t_o = ar.add(ar.mul(a, Oxd), ar.mul(ar.add(a, x), Oyr))
                 t_e = ar.add(ar.mul(x, Fxd), ar.mul(y, Fyr))

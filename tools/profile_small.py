@@ -7,6 +7,7 @@ a few forward + backward calls of a (B, M, N) case.
 """
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -27,7 +28,6 @@ torch.cuda.synchronize()
 
 def per_call(fn, reps=200):
     """Wall time per call in microseconds, the device drained at the end."""
-    import time
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -54,7 +54,6 @@ print(f"forward + backward:          {per_call(fwd_bwd):8.1f} us")
 def split(reps=200):
     """The medians of one eager forward + backward's parts, in microseconds: the forward, the
     sum, the backward's host time, then the wait for the device."""
-    import time
     parts = []
     for _ in range(reps):
         S.grad = None
