@@ -332,7 +332,7 @@ struct DenseScores {
 // StackedStripe: one stripe of an item of several (a warp an item, G = 32; stripes.cuh's
 // "Stripes"), its neighbours' rows passed through the ring as the log-space stripes pass them, as
 // H, a chunk's columns at a time, column q by lane q: a chunk costs the warp one load, one exp2
-// and one lg2 and the shuffles to and from lanes 0 and G - 1. H200 (session 26), kernel times
+// and one lg2 and the exchanges (through shared memory) to lane 0 and from lane G - 1. H200 (session 26), kernel times
 // against lane 0 taking 8 entries and lane 31 leaving one a step, both converted by the whole
 // warp: (8, 8192^2) 3.27 -> 2.79 ms, (256, 256^2) 105 -> 91 us, (32, 1024^2) 307 -> 290 us,
 // (1, 4096^2) 1.085 -> 1.081 ms. Lane 31 leaving its 8 at the chunk's end made (1, 4096^2) 1.27 ms.
@@ -350,7 +350,11 @@ struct RingStripe {
   bool leaves_row;          // a stripe below reads this one's last row
   unsigned tag;             // of this stripe's entries (the stripe above's: tag - 1)
   int lane;                 // lane q < kW takes and leaves column q of each chunk's columns
+  float* exchange;          // the warp's kExchangeFloats of shared memory, 16-byte aligned
   RingEntry word[kPlanes] = {};  // the entries of this lane's column of the next chunk, as loaded
+
+  // A chunk's columns of a plane, to lane 0 and from lane G - 1, each way through a half.
+  static constexpr int kExchangeFloats = 2 * kPlanes * kLongestSteps;
 
   struct Values {
     float v[kPlanes];
@@ -386,6 +390,50 @@ struct RingStripe {
     Values h;
 #pragma unroll
     for (int p = 0; p < kPlanes; ++p) h.v[p] = ring_value(word[p]);
+    return h;
+  }
+  // Lane q's `mine` (q < kW: its column of the chunk) as every lane's above[p][q], where lane 0
+  // reads the row above: a store a lane and kW / 4 16-byte loads a plane, in place of kW
+  // shuffles a plane (notes/scaled-long-plan.md, session 39: the chunk's boundary).
+  template <int kW>
+  __device__ void share_with_lane0(const Values& mine, float (&above)[kPlanes][kW]) const {
+    static_assert(kW % 4 == 0 && kW <= kLongestSteps, "a chunk of whole 16-byte vectors");
+    float* const half = exchange;
+    if (lane < kW) {
+#pragma unroll
+      for (int p = 0; p < kPlanes; ++p) half[p * kW + lane] = mine.v[p];
+    }
+    __syncwarp();
+#pragma unroll
+    for (int p = 0; p < kPlanes; ++p) {
+#pragma unroll
+      for (int q = 0; q < kW; q += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(half + p * kW + q);
+        above[p][q] = f.x, above[p][q + 1] = f.y, above[p][q + 2] = f.z, above[p][q + 3] = f.w;
+      }
+    }
+  }
+  // Lane `last_lane`'s last[p][q] (its last row at the chunk's step q) as lane q's value (q <
+  // kW; 0 elsewhere): kW / 4 16-byte stores a plane and a load, in place of kW shuffles and
+  // selects a plane.
+  template <int kW>
+  __device__ Values share_from_last_lane(const float (&last)[kPlanes][kW], int last_lane) const {
+    static_assert(kW % 4 == 0 && kW <= kLongestSteps, "a chunk of whole 16-byte vectors");
+    float* const half = exchange + kPlanes * kLongestSteps;
+    if (lane == last_lane) {
+#pragma unroll
+      for (int p = 0; p < kPlanes; ++p) {
+#pragma unroll
+        for (int q = 0; q < kW; q += 4) {
+          *reinterpret_cast<float4*>(half + p * kW + q) =
+              make_float4(last[p][q], last[p][q + 1], last[p][q + 2], last[p][q + 3]);
+        }
+      }
+    }
+    __syncwarp();
+    Values h;
+#pragma unroll
+    for (int p = 0; p < kPlanes; ++p) h.v[p] = lane < kW ? half[p * kW + lane] : 0.f;
     return h;
   }
   // Column j of this stripe's last row for the stripe below.
@@ -429,8 +477,8 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
   // chunk's start, the next chunk's requested then.
   static_assert(!kStacked || kW <= G, "a lane for each of a chunk's columns");
   bool reads_ring = false;
-  [[maybe_unused]] float above_ring[kW];  // lane 0's row above at this chunk's columns, its scale
-  [[maybe_unused]] float last_row[kW];    // lane G - 1's last row at this chunk's steps, z
+  [[maybe_unused]] float above_ring[1][kW];  // lane 0's row above at this chunk's columns, its scale
+  [[maybe_unused]] float last_row[1][kW];    // lane G - 1's last row at this chunk's steps, z
   if constexpr (kStacked) {
     reads_ring = stripe.in != nullptr && l == 0;
     stripe.template request<kW>(0, n);
@@ -492,9 +540,8 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           keep.above[j] = stripe.in != nullptr ? h : kLocal ? 0.f : float(j) * keep.gap;
         }
       }
-      const float mine = dp::device::ex2(fmaf(h, scale, -float(k_lane0)));
-#pragma unroll
-      for (int w = 0; w < kW; ++w) above_ring[w] = __shfl_sync(kFullMask, mine, w);
+      stripe.template share_with_lane0<kW>({dp::device::ex2(fmaf(h, scale, -float(k_lane0)))},
+                                           above_ring);
     }
     const float row0_local = rows.one[0];
     float gap_above[R];  // G times the factor from the row above
@@ -510,7 +557,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
         const int j = j0 + w;  // this lane's column at this step
         float row0 =
             kLocal ? row0_local : dp::device::ex2(fmaf(float(j), gap_c, -float(rows.k[0])));
-        if constexpr (kStacked) row0 = reads_ring ? above_ring[w] : row0;
+        if constexpr (kStacked) row0 = reads_ring ? above_ring[0][w] : row0;
         const float u = l == 0 ? row0 : up * from_lane_above;  // row 0's above, its scale
         float d = rows.diag;
         rows.diag = u;
@@ -563,7 +610,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
             has_final = true;
           }
         }
-        if constexpr (kStacked) last_row[w] = rows.z[R - 1];
+        if constexpr (kStacked) last_row[0][w] = rows.z[R - 1];
         up = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
       }
     };
@@ -574,14 +621,9 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     }
     if constexpr (kStacked) {
       // The chunk's last row (lane G - 1's, at its columns kk kW - (G - 1) + q, in the k it kept
-      // through the chunk) as H for the stripe below, column q by lane q. The shuffles outside
-      // any branch: inside one the compiler emulates them (WARPSYNC.COLLECTIVE), slowly.
-      float mine = 0.f;
-#pragma unroll
-      for (int w = 0; w < kW; ++w) {
-        const float z = __shfl_sync(kFullMask, last_row[w], G - 1);
-        mine = stripe.lane == w ? z : mine;
-      }
+      // through the chunk) as H for the stripe below, column q by lane q. The shuffle outside
+      // any branch: inside one the compiler emulates it (WARPSYNC.COLLECTIVE), slowly.
+      const float mine = stripe.template share_from_last_lane<kW>(last_row, G - 1).v[0];
       const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
       const int j = kk * kW - (G - 1) + stripe.lane;
       if (stripe.leaves_row && stripe.lane < kW && j >= 0 && j <= n) {
@@ -782,6 +824,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       stripe.out = ring_slot<1>(ws, geo, b, stripe_index % 2);
       stripe.leaves_row = stripe_index + 1 < item_stripes;
       stripe.tag = tag;
+      __shared__ __align__(16) float exchange[kWarpsPerBlock][Stripe::kExchangeFloats];
+      stripe.exchange = &exchange[warp][0];
     }
     const auto sweep_in_chunks = [&](auto chunk_constant) {
       TileScores<G, R, decltype(chunk_constant)::value> src{warp_smem, scores, m, n, l, grp, i0, N};

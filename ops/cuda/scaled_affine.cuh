@@ -158,8 +158,8 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
   const int rows_inside = min(max(m - stripe.i0 - l * R, 0), R);
   const int rows_before_m = min(max(m - 1 - stripe.i0 - l * R, 0), R);  // i < m (rule vgap)
   bool reads_ring = false;
-  [[maybe_unused]] float above_d[kW], above_u[kW];  // lane 0's row above, this chunk, its scale
-  [[maybe_unused]] float last_d[kW], last_u[kW];    // lane G - 1's last row, this chunk, its k
+  [[maybe_unused]] float above[2][kW];  // lane 0's row above (D, U), this chunk, its scale
+  [[maybe_unused]] float last[2][kW];   // lane G - 1's last row (D, U), this chunk, its k
   if constexpr (kStacked) {
     reads_ring = stripe.in != nullptr && l == 0;
     stripe.template request<kW>(0, n);
@@ -234,13 +234,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
       // Subnormal in lane 0's scale where a lane above's would be (the factor's product keeps
       // them; rules one and vgap count on it): a flush lost up to 2^(k0 - 126) a cell (the
       // session 38 review).
-      const float d_mine = column ? ex2_to_subnormal(fmaf(h.v[0], scale, -k_lane0)) : 0.f;
-      const float u_mine = column ? ex2_to_subnormal(fmaf(h.v[1], scale, -k_lane0)) : 0.f;
-#pragma unroll
-      for (int w = 0; w < kW; ++w) {
-        above_d[w] = __shfl_sync(kFullMask, d_mine, w);
-        above_u[w] = __shfl_sync(kFullMask, u_mine, w);
-      }
+      stripe.template share_with_lane0<kW>(
+          {column ? ex2_to_subnormal(fmaf(h.v[0], scale, -k_lane0)) : 0.f,
+           column ? ex2_to_subnormal(fmaf(h.v[1], scale, -k_lane0)) : 0.f},
+          above);
     }
     const float o_k0 = o_c - float(rows.k[0]);  // DP row 0 in row 0's scale
     float umin[R];  // rule vgap, a row at a time: no select a cell inside the chunk
@@ -262,8 +259,8 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
         float d = rows.diag;
         rows.diag = l == 0 ? row0_d : up_d * from_lane_above;
         if constexpr (kStacked) {
-          u = reads_ring ? above_u[w] : u;
-          rows.diag = reads_ring ? above_d[w] : rows.diag;
+          u = reads_ring ? above[1][w] : u;
+          rows.diag = reads_ring ? above[0][w] : rows.diag;
         }
         [[maybe_unused]] const bool column_inside = kInside || unsigned(j - 1) < unsigned(n);
 #pragma unroll
@@ -323,8 +320,8 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
           }
         }
         if constexpr (kStacked) {
-          last_d[w] = rows.z[R - 1];
-          last_u[w] = rows.u;
+          last[0][w] = rows.z[R - 1];
+          last[1][w] = rows.u;
         }
         up_d = __shfl_up_sync(kFullMask, rows.z[R - 1], 1, G);  // for the next step
         up_u = __shfl_up_sync(kFullMask, rows.u, 1, G);
@@ -339,16 +336,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     for (int r = 0; r < R; ++r) bad |= r < rows_before_m && !(umin[r] >= kVgapFloor);
     if constexpr (kStacked) {
       // The chunk's last row (lane G - 1's, at its columns kk kW - (G - 1) + q, in the k it kept
-      // through the chunk) as H for the stripe below, column q by lane q; the shuffles outside
-      // any branch (scaled.cuh's sweep says why).
-      float d_mine = 0.f, u_mine = 0.f;
-#pragma unroll
-      for (int w = 0; w < kW; ++w) {
-        const float d = __shfl_sync(kFullMask, last_d[w], G - 1);
-        const float u = __shfl_sync(kFullMask, last_u[w], G - 1);
-        d_mine = stripe.lane == w ? d : d_mine;
-        u_mine = stripe.lane == w ? u : u_mine;
-      }
+      // through the chunk) as H for the stripe below, column q by lane q; the shuffle of k
+      // outside any branch (scaled.cuh's sweep says why).
+      const auto mine = stripe.template share_from_last_lane<kW>(last, G - 1);
+      const float d_mine = mine.v[0], u_mine = mine.v[1];
       const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
       const int j = kk * kW - (G - 1) + stripe.lane;
       if (stripe.leaves_row && stripe.lane < kW && j >= 0 && j <= n) {
@@ -489,6 +480,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnd
       stripe.leaves_row = stripe_index + 1 < item_stripes;
       stripe.tag = stripe_index + 1;  // the stripe above wrote `stripe_index`
       stripe.lane = l;
+      __shared__ __align__(16) float exchange[kWarpsPerBlock][Stripe::kExchangeFloats];
+      stripe.exchange = &exchange[warp][0];
     }
     KeepNothing keep;
     affine_sweep<G, R, kEnds>(src, m, n, o_c, e_c, O, F, scale, t, steps, l, rows, bad,
