@@ -3,7 +3,7 @@
 (no hand-over: time / (N + skew) is the time of one step) beside the long cases, whose time is
 about (N + skew + (stripes - 1) lag) steps.
 
-    SOFTALIGN_LIBRARY=... python3 tools/step_cost.py [--affine]
+    SOFTALIGN_LIBRARY=... python3 tools/step_cost.py [--affine] [--mode global]
 """
 import argparse
 import sys
@@ -16,21 +16,22 @@ import softalign  # noqa: E402
 from stripe_cost import median_ms  # noqa: E402  (tools/ is the script's own folder)
 
 
-def forward_ms(B, M, N, affine):
+def forward_ms(B, M, N, affine, mode):
     S = torch.randn(B, M, N, device="cuda")
     gaps = dict(gap_open=-1.0, gap_extend=-0.5) if affine else dict(gap_open=-1.0)
     with torch.no_grad():
-        return median_ms(lambda: softalign.smith_waterman(S, **gaps))
+        return median_ms(lambda: softalign.smith_waterman(S, mode=mode, **gaps))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--affine", action="store_true")
+    ap.add_argument("--mode", default="local", choices=["local", "global"])
     args = ap.parse_args()
     softalign.load_library()
-    model = "affine" if args.affine else "linear"
+    model = ("affine" if args.affine else "linear") + ("" if args.mode == "local" else " global")
     for B, M, N in [(128, 32, 4096), (64, 64, 4096), (1, 4096, 4096), (32, 1024, 1024)]:
-        ms = forward_ms(B, M, N, args.affine)
+        ms = forward_ms(B, M, N, args.affine, args.mode)
         print(f"{model} ({B}, {M}, {N}) fwd {ms:.4f} ms  {B * M * N / ms / 1e6:7.1f} GCUPS  "
               f"{ms * 1e6 / (N + M):.1f} ns per (N + M) step", flush=True)
 
