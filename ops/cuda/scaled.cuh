@@ -332,10 +332,13 @@ struct DenseScores {
 // StackedStripe: one stripe of an item of several (a warp an item, G = 32; stripes.cuh's
 // "Stripes"), its neighbours' rows passed through the ring as the log-space stripes pass them, as
 // H, a chunk's columns at a time, column q by lane q: a chunk costs the warp one load, one exp2
-// and one lg2 and the exchanges (through shared memory) to lane 0 and from lane G - 1. H200 (session 26), kernel times
-// against lane 0 taking 8 entries and lane 31 leaving one a step, both converted by the whole
-// warp: (8, 8192^2) 3.27 -> 2.79 ms, (256, 256^2) 105 -> 91 us, (32, 1024^2) 307 -> 290 us,
-// (1, 4096^2) 1.085 -> 1.081 ms. Lane 31 leaving its 8 at the chunk's end made (1, 4096^2) 1.27 ms.
+// and one lg2 and the hand-overs to lane 0 and from lane G - 1. H200 (session 26), kernel times
+// of that design (its hand-overs by shuffles) against lane 0 taking 8 entries and lane 31
+// leaving one a step, both converted by the whole warp: (8, 8192^2) 3.27 -> 2.79 ms, (256,
+// 256^2) 105 -> 91 us, (32, 1024^2) 307 -> 290 us, (1, 4096^2) 1.085 -> 1.081 ms. Lane 31
+// leaving its 8 at the chunk's end made (1, 4096^2) 1.27 ms. Since session 43 the hand-overs go
+// through a few floats of the warp's shared memory (share_with_lane0, share_from_last_lane): H100,
+// 0-5% off the long forwards (notes/session43.md).
 struct OneStripe {
   static constexpr int i0 = 0;
 };
@@ -353,7 +356,10 @@ struct RingStripe {
   float* exchange;          // the warp's kExchangeFloats of shared memory, 16-byte aligned
   RingEntry word[kPlanes] = {};  // the entries of this lane's column of the next chunk, as loaded
 
-  // A chunk's columns of a plane, to lane 0 and from lane G - 1, each way through a half.
+  // A chunk's columns of a plane, to lane 0 and from lane G - 1, each way through a half. Each
+  // helper below stores into its half before its __syncwarp; what keeps the next chunk's stores
+  // from overtaking another lane's loads of the chunk before is the __syncwarp of the other
+  // helper and the chunk's own: a caller that uses one helper twice in a row needs one between.
   static constexpr int kExchangeFloats = 2 * kPlanes * kLongestSteps;
 
   struct Values {
@@ -477,7 +483,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
   // chunk's start, the next chunk's requested then.
   static_assert(!kStacked || kW <= G, "a lane for each of a chunk's columns");
   bool reads_ring = false;
-  [[maybe_unused]] float above_ring[1][kW];  // lane 0's row above at this chunk's columns, its scale
+  [[maybe_unused]] float above_ring[1][kW];  // lane 0's row above, this chunk's columns, its scale
   [[maybe_unused]] float last_row[1][kW];    // lane G - 1's last row at this chunk's steps, z
   if constexpr (kStacked) {
     reads_ring = stripe.in != nullptr && l == 0;
@@ -621,8 +627,9 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
     }
     if constexpr (kStacked) {
       // The chunk's last row (lane G - 1's, at its columns kk kW - (G - 1) + q, in the k it kept
-      // through the chunk) as H for the stripe below, column q by lane q. The shuffle outside
-      // any branch: inside one the compiler emulates it (WARPSYNC.COLLECTIVE), slowly.
+      // through the chunk) as H for the stripe below, column q by lane q. Every lane calls the
+      // exchange (its __syncwarp) and the shuffle, outside any branch: inside one the compiler
+      // emulates a shuffle (WARPSYNC.COLLECTIVE), slowly.
       const float mine = stripe.template share_from_last_lane<kW>(last_row, G - 1).v[0];
       const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
       const int j = kk * kW - (G - 1) + stripe.lane;
