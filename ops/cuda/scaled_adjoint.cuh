@@ -69,6 +69,87 @@ __device__ __forceinline__ void write_out(float* to, const float* from, float g,
   }
 }
 
+// A fused kernel's lane and its group's item: block `unit`'s group grp (lanes l = 0 .. G - 1)
+// takes item b. An item the kernel cannot take (no cells, or gaps `gaps_fit` refuses: NaN too)
+// is swept as a group without an item (m = n = 0). `bad`, that refusal and the rules the kernel
+// finds later, sends the item to the log-space kernels (`refuse`); a group refused after the
+// sweep has its results dropped.
+template <int G, int kGroups>
+struct FusedItem {
+  const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
+  const int64_t unit = blockIdx.x, b = unit * kGroups + grp;
+  dp::Item<float> it;
+  int m = 0, n = 0;
+  float g = 0.f;  // the score's incoming gradient
+  bool bad = false;
+
+  // Takes item b where gaps_fit(it) (whether the kernel takes the item's gaps, where it also
+  // reads them).
+  template <class GapsFit>
+  __device__ __forceinline__ void take(const ProblemView<float>& v, int64_t B, const float* grad,
+                                       GapsFit gaps_fit) {
+    if (b < B) {
+      it = v.item(b);
+      g = grad[b];
+      const bool fit = gaps_fit(it);
+      bad = it.m == 0 || it.n == 0 || !fit;
+      m = bad ? 0 : it.m;
+      n = bad ? 0 : it.n;
+    }
+  }
+  // The item's scores: a valid address for every lane. Its d S block (none without an item).
+  __device__ __forceinline__ const float* scores(const ProblemView<float>& v) const {
+    return m > 0 ? it.scores : v.scores;
+  }
+  __device__ __forceinline__ float* grads(const ProblemView<float>& v,
+                                          const GradsView<float>& gv) const {
+    return m > 0 ? gv.scores + b * v.M * v.N : nullptr;
+  }
+  // The warp's steps: its longest item's n + G (0: no item taken).
+  __device__ __forceinline__ int steps() const {
+    return __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  }
+  // The groups refused so far (a bit each), flagged in the unit's `fallback` for the log-space
+  // kernels. Every lane of the warp calls it.
+  __device__ __forceinline__ unsigned refuse(int* fallback) const {
+    const unsigned refused = groups_where<G>(bad);
+    if (lane_id == 0 && refused != 0) fallback[unit] = int(refused);
+    return refused;
+  }
+  // Whether the item keeps this kernel's results.
+  __device__ __forceinline__ bool taken(int* fallback) const {
+    return !(refuse(fallback) >> grp & 1u) && m > 0;
+  }
+};
+
+// A chunk of the reverse in the scales the forward had: each of the lane's rows' k (`kept_k`: the
+// lane's k's, a chunk's rows at a time, 32 lanes apart) and its change e at the chunk's start
+// (chunk kk - 1's to kk's), the factor from the row above (lane 0's first row: 1, its row above
+// is DP row 0), 2^-e, and local soft's seed 2^(k - K*) / Z* (inv_total = 1 / z*, K* = total_k).
+template <int G, int R, bool kSoft>
+struct ChunkScales {
+  int k[R], e[R];
+  int k_above, e_above;  // the lane above's last row's
+  float from_above[R], back[R], seed_soft[R];
+
+  __device__ __forceinline__ ChunkScales(const int16_t* kept_k, int kk, int l, int total_k,
+                                         float inv_total) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      k[r] = kept_k[(kk * R + r) * 32];
+      e[r] = kk > 0 ? k[r] - kept_k[((kk - 1) * R + r) * 32] : 0;
+    }
+    k_above = __shfl_up_sync(kFullMask, k[R - 1], 1, G);
+    e_above = __shfl_up_sync(kFullMask, e[R - 1], 1, G);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
+      back[r] = pow2_to_subnormal(-e[r]);
+      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
+    }
+  }
+};
+
 // Local max, the end of a fused kernel's item: each lane's first maximal row (its rows' largest
 // A's, `acc` in the scales `ka`, brought to 2^top, and `best_j`, each row's first maximal
 // column), then the group's row-major first maximum (End's merge), the empty alignment (0 at (0,
@@ -111,40 +192,28 @@ __global__ void __launch_bounds__(32)
   constexpr bool kLocal = is_local(kEnds), kSoft = kEnds == Ends::kSoft;
   __shared__ __align__(16) float smem[F::kWarpFloats];  // 16-byte copies in and out
 
-  const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
-  const int64_t unit = blockIdx.x;
-  const int64_t b = unit * kGroups + grp;
+  FusedItem<G, kGroups> item;
+  const int lane_id = item.lane_id, grp = item.grp, l = item.l;
+  const int64_t b = item.b;
   dp::Config<float> c = v.config;
   c.local = kLocal;
   const float t = c.temperature, scale = dp::device::exp2_scale(t);
   const int64_t N = v.N;
 
-  // A refused item's group sweeps as a group without an item (m = 0) when it is refused before
-  // the sweep, or has its results dropped when refused after it.
-  dp::Item<float> it;
-  int m = 0, n = 0;
-  float gap_c = 0.f, g = 0.f;
-  bool bad = false;
-  if (b < B) {
-    it = v.item(b);
-    g = grad[b];
+  float gap_c = 0.f;
+  item.take(v, B, grad, [&](const dp::Item<float>& it) {
     gap_c = it.open.at(1, 1) * scale;
-    bad = it.m == 0 || it.n == 0 || !(fabsf(gap_c) <= float(kGapBound));  // NaN too
-    m = bad ? 0 : it.m;
-    n = bad ? 0 : it.n;
-    gap_c = bad ? 0.f : gap_c;
-  }
-  const auto refuse = [&] {  // the groups refused so far, for the log-space kernels
-    const unsigned refused = groups_where<G>(bad);
-    if (lane_id == 0 && refused != 0) fallback[unit] = int(refused);
-    return refused;
-  };
+    return fabsf(gap_c) <= float(kGapBound);
+  });
+  const int m = item.m, n = item.n;
+  bool& bad = item.bad;
+  gap_c = bad ? 0.f : gap_c;
   const float gap = dp::device::ex2(gap_c);
-  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
-  float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
-  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  const float* scores = item.scores(v);
+  float* grads = item.grads(v, gv);
+  const int steps = item.steps();
   if (steps == 0) {  // no item taken
-    refuse();
+    item.refuse(fallback);
     return;
   }
 
@@ -204,7 +273,7 @@ __global__ void __launch_bounds__(32)
   }
   // Items refused by their ends go on through the reverse (on values of their own, whatever
   // they are) and write nothing.
-  const bool taken = !(refuse() >> grp & 1u) && m > 0;
+  const bool taken = item.taken(fallback);
   if (taken && l == 0) score[b] = item_score;
   __syncwarp();  // every cell kept
 
@@ -274,23 +343,14 @@ __global__ void __launch_bounds__(32)
     // This chunk's scales, as the forward had them: each row's k and its change e at the chunk's
     // start, the factors between rows, the lane above's last row's (lane 0: 1, its row above is
     // DP row 0, rebuilt in row 0's scale).
-    int k[R], e[R];
+    const ChunkScales<G, R, kSoft> scales(kept_k, kk, l, total_k, inv_total);
+    const int(&k)[R] = scales.k;
+    const float(&from_above)[R] = scales.from_above, (&back)[R] = scales.back;
+    const float(&seed_soft)[R] = scales.seed_soft;
+    float gap_above[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      k[r] = kept_k[(kk * R + r) * 32];
-      e[r] = kk > 0 ? k[r] - kept_k[((kk - 1) * R + r) * 32] : 0;
-    }
-    const int k_above = __shfl_up_sync(kFullMask, k[R - 1], 1, G);
-    const int e_above = __shfl_up_sync(kFullMask, e[R - 1], 1, G);
-    float from_above[R], gap_above[R], back[R], seed_soft[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
-      gap_above[r] = gap * from_above[r];
-      back[r] = pow2_to_subnormal(-e[r]);
-      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
-    }
-    const float back_above = l == 0 ? 1.f : pow2_to_subnormal(-e_above);
+    for (int r = 0; r < R; ++r) gap_above[r] = gap * from_above[r];
+    const float back_above = l == 0 ? 1.f : pow2_to_subnormal(-scales.e_above);
     const float row0_local = pow2_or_zero(-k[0]);
     const int j0 = kk * kW - l;
     const bool interior = Sw::chunk_inside(m, n, 0, kk);
@@ -383,10 +443,10 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
   }
   __syncwarp();
-  write_out<G>(grads, dense, g, taken ? m : 0, n, N, l);
+  write_out<G>(grads, dense, item.g, taken ? m : 0, n, N, l);
 
   // d score / d g of the item, summed over the group in a fixed order.
-  float d_gap = fmaf(gap, gap_edges, gaps_before) * g;
+  float d_gap = fmaf(gap, gap_edges, gaps_before) * item.g;
 #pragma unroll
   for (int delta = G / 2; delta >= 1; delta /= 2) {
     d_gap += __shfl_xor_sync(kFullMask, d_gap, delta, G);

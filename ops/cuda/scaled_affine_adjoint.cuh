@@ -86,44 +86,31 @@ __global__ void __launch_bounds__(32)
   constexpr bool kMax = kEnds == Ends::kMax;
   __shared__ __align__(16) float smem[Fu::kWarpFloats];  // 16-byte copies in and out
 
-  const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
-  const int64_t unit = blockIdx.x;
-  const int64_t b = unit * kGroups + grp;
+  FusedItem<G, kGroups> item;
+  const int lane_id = item.lane_id, grp = item.grp, l = item.l;
+  const int64_t b = item.b;
   dp::Config<float> c = v.config;
   c.local = kLocal;
   const float t = c.temperature, scale = dp::device::exp2_scale(t);
   const int64_t N = v.N;
 
-  // A group refused before the sweep sweeps as a group without an item (m = 0); one refused
-  // after it has its results dropped.
-  dp::Item<float> it;
-  int m = 0, n = 0;
-  float o_c = 0.f, e_c = 0.f, g = 0.f;
-  bool bad = false;
-  if (b < B) {
-    it = v.item(b);
-    g = grad[b];
+  float o_c = 0.f, e_c = 0.f;
+  item.take(v, B, grad, [&](const dp::Item<float>& it) {
     o_c = it.open.at(1, 1) * scale;
     e_c = it.extend.at(1, 1) * scale;
-    // rule gap (NaN too), and items of only boundaries
-    bad = it.m == 0 || it.n == 0 ||
-          !(fabsf(o_c) <= float(gap_bound(kW)) && fabsf(e_c) <= float(gap_bound(kW)));
-    m = bad ? 0 : it.m;
-    n = bad ? 0 : it.n;
-    o_c = bad ? 0.f : o_c;
-    e_c = bad ? 0.f : e_c;
-  }
-  const auto refuse = [&] {  // the groups refused, for the log-space kernels
-    const unsigned refused = groups_where<G>(bad);
-    if (lane_id == 0 && refused != 0) fallback[unit] = int(refused);
-    return refused;
-  };
+    // rule gap (NaN too)
+    return fabsf(o_c) <= float(gap_bound(kW)) && fabsf(e_c) <= float(gap_bound(kW));
+  });
+  const int m = item.m, n = item.n;
+  bool& bad = item.bad;
+  o_c = bad ? 0.f : o_c;
+  e_c = bad ? 0.f : e_c;
   const float O = dp::device::ex2(o_c), F = dp::device::ex2(e_c);
-  const float* scores = m > 0 ? it.scores : v.scores;  // a valid address for every lane
-  float* grads = m > 0 ? gv.scores + b * v.M * N : nullptr;
-  const int steps = __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
+  const float* scores = item.scores(v);
+  float* grads = item.grads(v, gv);
+  const int steps = item.steps();
   if (steps == 0) {  // no item taken
-    refuse();
+    item.refuse(fallback);
     return;
   }
 
@@ -244,20 +231,14 @@ __global__ void __launch_bounds__(32)
     below_diag_next *= back_next[R - 1];
     // This chunk's scales as the forward had them: each row's k and its change e at the chunk's
     // start, the factors from the row above (lane 0's: none, its row above is DP row 0, all 0).
-    int k[R], e[R];
+    const ChunkScales<G, R, kSoft> scales(kept_k, kk, l, total_k, inv_total);
+    const int(&k)[R] = scales.k;
+    const float(&from_above)[R] = scales.from_above, (&back)[R] = scales.back;
+    const float(&seed_soft)[R] = scales.seed_soft;
+    float one[R], tie_at[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      k[r] = kept_k[(kk * R + r) * 32];
-      e[r] = kk > 0 ? k[r] - kept_k[((kk - 1) * R + r) * 32] : 0;
-    }
-    const int k_above = __shfl_up_sync(kFullMask, k[R - 1], 1, G);
-    float from_above[R], back[R], one[R], seed_soft[R], tie_at[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      from_above[r] = r == 0 ? (l == 0 ? 1.f : factor(k_above - k[0])) : factor(k[r - 1] - k[r]);
-      back[r] = pow2_to_subnormal(-e[r]);
       one[r] = pow2_to_subnormal(-k[r]);  // the cell's 1, local's start
-      seed_soft[r] = kSoft ? pow2_to_subnormal(k[r] - total_k) * inv_total : 0.f;
       // rule tie: the largest A in this row's scale, less kTieMargin (never 0: A's of 0 tie
       // with nothing)
       tie_at[r] = !kMax || end_i == 0 ? INFINITY
@@ -345,10 +326,10 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
   }
   bad |= tie;
-  const bool taken = !(refuse() >> grp & 1u) && m > 0;
+  const bool taken = item.taken(fallback);
   if (taken && l == 0) score[b] = item_score;
   __syncwarp();
-  write_out<G>(grads, dense, g, taken ? m : 0, n, N, l);
+  write_out<G>(grads, dense, item.g, taken ? m : 0, n, N, l);
 
   // d score / d o and d e of the item, summed over the group in a fixed order.
 #pragma unroll
@@ -360,8 +341,8 @@ __global__ void __launch_bounds__(32)
   if constexpr (!kLocal) spans = float(m + n);
   const float d_extend = (spans - 2.f * sum_dS) - d_open;
   if (taken && l == 0) {
-    gv.open[b * gv.open_sb] = d_open * g;
-    gv.extend[b * gv.extend_sb] = d_extend * g;
+    gv.open[b * gv.open_sb] = d_open * item.g;
+    gv.extend[b * gv.extend_sb] = d_extend * item.g;
   }
 }
 
