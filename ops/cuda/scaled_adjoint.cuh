@@ -71,9 +71,9 @@ __device__ __forceinline__ void write_out(float* to, const float* from, float g,
 
 // A fused kernel's lane and its group's item: block `unit`'s group grp (lanes l = 0 .. G - 1)
 // takes item b. An item the kernel cannot take (no cells, or gaps `gaps_fit` refuses: NaN too)
-// is swept as a group without an item (m = n = 0). `bad`, that refusal and the rules the kernel
-// finds later, sends the item to the log-space kernels (`refuse`); a group refused after the
-// sweep has its results dropped.
+// is swept as a group without an item (m = n = 0); so is a group past the batch (b >= B), which
+// is not refused. `bad` (that refusal, or a rule the kernel finds later) sends the item to the
+// log-space kernels (`refuse`); a group refused after the sweep has its results dropped.
 template <int G, int kGroups>
 struct FusedItem {
   const int lane_id = threadIdx.x, grp = lane_id / G, l = lane_id % G;
@@ -83,8 +83,9 @@ struct FusedItem {
   float g = 0.f;  // the score's incoming gradient
   bool bad = false;
 
-  // Takes item b where gaps_fit(it) (whether the kernel takes the item's gaps, where it also
-  // reads them).
+  // Reads item b and its grad (b < B). gaps_fit(it) reads the item's gaps into the caller's
+  // variables and says whether the kernel takes them (false for NaN: write it with <=). No
+  // cells or gaps that do not fit: bad, m = n = 0, and the caller zeroes the gaps it read.
   template <class GapsFit>
   __device__ __forceinline__ void take(const ProblemView<float>& v, int64_t B, const float* grad,
                                        GapsFit gaps_fit) {
@@ -97,15 +98,17 @@ struct FusedItem {
       n = bad ? 0 : it.n;
     }
   }
-  // The item's scores: a valid address for every lane. Its d S block (none without an item).
+  // The item's scores: a valid address for every lane.
   __device__ __forceinline__ const float* scores(const ProblemView<float>& v) const {
     return m > 0 ? it.scores : v.scores;
   }
+  // Its d S block (none without an item).
   __device__ __forceinline__ float* grads(const ProblemView<float>& v,
                                           const GradsView<float>& gv) const {
     return m > 0 ? gv.scores + b * v.M * v.N : nullptr;
   }
-  // The warp's steps: its longest item's n + G (0: no item taken).
+  // The warp's steps: its longest item's n + G (0: no item taken). Every lane of the warp
+  // calls it.
   __device__ __forceinline__ int steps() const {
     return __reduce_max_sync(kFullMask, unsigned(m > 0 ? n + G : 0));
   }
@@ -116,8 +119,9 @@ struct FusedItem {
     if (lane_id == 0 && refused != 0) fallback[unit] = int(refused);
     return refused;
   }
-  // Whether the item keeps this kernel's results.
-  __device__ __forceinline__ bool taken(int* fallback) const {
+  // Whether the item keeps this kernel's results; flags the refused groups (refuse), so every
+  // lane of the warp calls it.
+  __device__ __forceinline__ bool keeps_results(int* fallback) const {
     return !(refuse(fallback) >> grp & 1u) && m > 0;
   }
 };
@@ -125,11 +129,13 @@ struct FusedItem {
 // A chunk of the reverse in the scales the forward had: each of the lane's rows' k (`kept_k`: the
 // lane's k's, a chunk's rows at a time, 32 lanes apart) and its change e at the chunk's start
 // (chunk kk - 1's to kk's), the factor from the row above (lane 0's first row: 1, its row above
-// is DP row 0), 2^-e, and local soft's seed 2^(k - K*) / Z* (inv_total = 1 / z*, K* = total_k).
+// is DP row 0), 2^-e, and local soft's seed 2^(k - K*) / z* (inv_total = 1 / z*, K* = total_k).
 template <int G, int R, bool kSoft>
 struct ChunkScales {
   int k[R], e[R];
-  int k_above, e_above;  // the lane above's last row's
+  // The lane above's last row's k and e (e_above: the linear kernel's; the affine one does not
+  // read it, and ptxas drops its shuffle there).
+  int k_above, e_above;
   float from_above[R], back[R], seed_soft[R];
 
   __device__ __forceinline__ ChunkScales(const int16_t* kept_k, int kk, int l, int total_k,
@@ -273,7 +279,7 @@ __global__ void __launch_bounds__(32)
   }
   // Items refused by their ends go on through the reverse (on values of their own, whatever
   // they are) and write nothing.
-  const bool taken = item.taken(fallback);
+  const bool taken = item.keeps_results(fallback);
   if (taken && l == 0) score[b] = item_score;
   __syncwarp();  // every cell kept
 
@@ -340,9 +346,7 @@ __global__ void __launch_bounds__(32)
     below *= back_next[R - 1];
     below_diag *= back_next[R - 1];
     below_diag_next *= back_next[R - 1];
-    // This chunk's scales, as the forward had them: each row's k and its change e at the chunk's
-    // start, the factors between rows, the lane above's last row's (lane 0: 1, its row above is
-    // DP row 0, rebuilt in row 0's scale).
+    // This chunk's scales, as the forward had them.
     const ChunkScales<G, R, kSoft> scales(kept_k, kk, l, total_k, inv_total);
     const int(&k)[R] = scales.k;
     const float(&from_above)[R] = scales.from_above, (&back)[R] = scales.back;

@@ -229,8 +229,8 @@ __global__ void __launch_bounds__(32)
     below_FX *= back_next[R - 1];
     below_diag *= back_next[R - 1];
     below_diag_next *= back_next[R - 1];
-    // This chunk's scales as the forward had them: each row's k and its change e at the chunk's
-    // start, the factors from the row above (lane 0's: none, its row above is DP row 0, all 0).
+    // This chunk's scales, as the forward had them (lane 0's factor from above is unused: its
+    // row above is DP row 0, all 0).
     const ChunkScales<G, R, kSoft> scales(kept_k, kk, l, total_k, inv_total);
     const int(&k)[R] = scales.k;
     const float(&from_above)[R] = scales.from_above, (&back)[R] = scales.back;
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(32)
     for (int r = 0; r < R; ++r) back_next[r] = back[r];
   }
   bad |= tie;
-  const bool taken = item.taken(fallback);
+  const bool taken = item.keeps_results(fallback);
   if (taken && l == 0) score[b] = item_score;
   __syncwarp();
   write_out<G>(grads, dense, item.g, taken ? m : 0, n, N, l);
