@@ -48,3 +48,27 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "hypothesis examples tried")
         for name, count in sorted(EXAMPLE_COUNTS.items()):
             terminalreporter.write_line(f"{name}: {count}")
+
+
+# SOFTALIGN_TEST_SHARD=k/n keeps every n-th selected test from the k-th on (k = 0 .. n - 1), so
+# that n pytest processes at once run the suite between them (tools/pytest_shards.sh: the GPU
+# machine's CUDA tests spend most of their time in the host's float64 references). After -k and
+# -m have selected (trylast), so that the shards share the selected tests evenly.
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    import os
+
+    shard = os.environ.get("SOFTALIGN_TEST_SHARD")
+    if not shard:
+        return
+    try:
+        k, n = (int(x) for x in shard.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"SOFTALIGN_TEST_SHARD must be k/n, got {shard!r}")
+    if not 0 <= k < n:
+        raise pytest.UsageError(f"SOFTALIGN_TEST_SHARD {shard!r}: k must be in 0 .. n - 1")
+    kept = [item for i, item in enumerate(items) if i % n == k]
+    dropped = [item for i, item in enumerate(items) if i % n != k]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = kept

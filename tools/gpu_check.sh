@@ -10,6 +10,7 @@
 #   PACK=1 bash tools/gpu_check.sh      the logs packed into $OUT/logs.tgz (tools/pack_logs.sh)
 #   STEPS="configure build pytest" bash tools/gpu_check.sh   only those steps (a call's 600 s)
 #   PYTEST_ARGS="-rf --durations=20" bash tools/gpu_check.sh  more arguments for the pytest step
+#   SHARDS=1 bash tools/gpu_check.sh   the pytest step in one process (default: 4 at once)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -77,7 +78,9 @@ fi
 step smoke python3 tools/cuda_smoke.py
 [ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
-step pytest timeout 420 python3 -m pytest -q test_py -k cuda ${PYTEST_ARGS:-}
+# In SHARDS (default 4) processes at once (tools/pytest_shards.sh; SHARDS=1: one pytest): the
+# whole CUDA suite took about 480 s in one process on an H100 (session 44).
+step pytest timeout 420 env OUT="$OUT" bash tools/pytest_shards.sh test_py -k cuda ${PYTEST_ARGS:-}
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
 # library built here, with this machine's toolchain (whose static libstdc++ once crashed them:
 # CMakeLists.txt links the shared one).

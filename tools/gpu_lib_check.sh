@@ -10,6 +10,7 @@
 #     CASES="700 32 32 --affine --mode global --lengths;2000 32 32 --affine --reduction soft" \
 #     bash tools/gpu_lib_check.sh
 #   MORE="test_py/test_cuda_scaled_affine.py"   tests for the time left at the end (-k "$K")
+#   SHARDS=1   the tests in one pytest process (default: 4 at once, tools/pytest_shards.sh)
 #   BENCH=1   PERF.md's table (examples/benchmark.py --device cuda) after the first tests
 #   SMALL=1   where an eager (16, 32^2) fwd+bwd's host time goes (tools/profile_small.py)
 #   NCU="65536 32 32 --affine" NCU_KERNEL=affine_forward_backward   Nsight Compute's speed of
@@ -45,7 +46,9 @@ step() {
 }
 
 step environment 30 bash -c 'nvidia-smi --query-gpu=name,clocks.max.sm --format=csv; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"'
-step tests "${TESTS_LIMIT:-200}" python3 -m pytest -q -x -p no:cacheprovider $TESTS -k "${K:-cuda}"
+# In SHARDS (default 4) pytest processes at once (tools/pytest_shards.sh; each stops at its
+# first failure).
+step tests "${TESTS_LIMIT:-200}" env OUT="$OUT" bash tools/pytest_shards.sh -x $TESTS -k "${K:-cuda}"
 [ "${BENCH:-0}" = 1 ] && step benchmark 200 python3 examples/benchmark.py --device cuda
 [ "${SMALL:-0}" = 1 ] && step small 120 bash -c \
   'python3 tools/profile_small.py && python3 tools/profile_small.py --affine'
