@@ -51,9 +51,9 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # SOFTALIGN_TEST_SHARD=k/n keeps every n-th selected test from the k-th on (k = 0 .. n - 1), so
-# that n pytest processes at once run the suite between them (tools/pytest_shards.sh: the GPU
-# machine's CUDA tests spend most of their time in the host's float64 references). After -k and
-# -m have selected (trylast), so that the shards share the selected tests evenly.
+# that n pytest processes at once run the suite between them (tools/pytest_shards.sh, for the GPU
+# machine's 16 cores). After -k and -m have selected (trylast), so that the shards share the
+# selected tests evenly.
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     import os

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # pytest in SHARDS processes at once (default 4), shard k taking every SHARDS-th selected test
 # (test_py/conftest.py's SOFTALIGN_TEST_SHARD), each with nproc / SHARDS threads for the host's
-# references. On the GPU machine the CUDA tests spend most of their time in the float64
-# references on the host, not on the device, so that the shards share one GPU well. Each shard
+# references. On the GPU machine much of a CUDA test's time should be its float64 reference
+# on the host (16 cores), so that shards can share one GPU (to be measured: session 44). Each shard
 # logs to $OUT/pytest_shard<k>.log; the summary and every failure's line come to stdout. Exits
 # non-zero when any shard failed (a shard with no test selected counts as passed). A TERM or INT
 # (timeout's) stops every shard.
