@@ -50,13 +50,15 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{name}: {count}")
 
 
-# SOFTALIGN_TEST_SHARD=k/n keeps every n-th selected test from the k-th on (k = 0 .. n - 1), so
-# that n pytest processes at once run the suite between them (tools/pytest_shards.sh, for the GPU
-# machine's 16 cores). After -k and -m have selected (trylast), so that the shards share the
-# selected tests evenly.
+# SOFTALIGN_TEST_SHARD=k/n keeps the selected tests whose id's CRC-32 is k modulo n (k = 0 .. n -
+# 1), so that n pytest processes at once run the suite between them (tools/pytest_shards.sh, for
+# the GPU machine's 16 cores). By a hash, not every n-th test: parametrized ids repeat with short
+# periods (cpu / cuda, the ends), which would give a shard all of one kind. After -k and -m have
+# selected (trylast).
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     import os
+    import zlib
 
     shard = os.environ.get("SOFTALIGN_TEST_SHARD")
     if not shard:
@@ -67,8 +69,12 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"SOFTALIGN_TEST_SHARD must be k/n, got {shard!r}")
     if not 0 <= k < n:
         raise pytest.UsageError(f"SOFTALIGN_TEST_SHARD {shard!r}: k must be in 0 .. n - 1")
-    kept = [item for i, item in enumerate(items) if i % n == k]
-    dropped = [item for i, item in enumerate(items) if i % n != k]
+
+    def mine(item):
+        return zlib.crc32(item.nodeid.encode()) % n == k
+
+    kept = [item for item in items if mine(item)]
+    dropped = [item for item in items if not mine(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept

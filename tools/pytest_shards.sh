@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# pytest in SHARDS processes at once (default 4), shard k taking every SHARDS-th selected test
-# (test_py/conftest.py's SOFTALIGN_TEST_SHARD), each with nproc / SHARDS threads for the host's
+# pytest in SHARDS processes at once (default 4), each taking a SHARDS-th of the selected tests
+# by a hash of their ids (test_py/conftest.py's SOFTALIGN_TEST_SHARD), each with nproc / SHARDS threads for the host's
 # references. On the GPU machine much of a CUDA test's time should be its float64 reference
 # on the host (16 cores), so that shards can share one GPU (to be measured: session 44). Each shard
 # logs to $OUT/pytest_shard<k>.log; the summary and every failure's line come to stdout. Exits
@@ -27,7 +27,7 @@ for ((k = 0; k < SHARDS; ++k)); do
   wait "${pids[$k]}"
   rc=$?
   log=$OUT/pytest_shard$k.log
-  echo "shard $k/$SHARDS rc=$rc: $(grep -E '(passed|failed|error|no tests ran)' "$log" | tail -1)"
+  echo "shard $k/$SHARDS rc=$rc: $(grep -E ' in [0-9.]+s( \(.*\))?$' "$log" | tail -1)"
   grep -E '^(FAILED|ERROR) ' "$log"
   [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || status=1
 done
