@@ -348,14 +348,11 @@ __global__ void __launch_bounds__(32)
     below_diag_next *= back_next[R - 1];
     // This chunk's scales, as the forward had them.
     const ChunkScales<G, R, kSoft> scales(kept_k, kk, l, total_k, inv_total);
-    const int(&k)[R] = scales.k;
-    const float(&from_above)[R] = scales.from_above, (&back)[R] = scales.back;
-    const float(&seed_soft)[R] = scales.seed_soft;
     float gap_above[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) gap_above[r] = gap * from_above[r];
+    for (int r = 0; r < R; ++r) gap_above[r] = gap * scales.from_above[r];
     const float back_above = l == 0 ? 1.f : pow2_to_subnormal(-scales.e_above);
-    const float row0_local = pow2_or_zero(-k[0]);
+    const float row0_local = pow2_or_zero(-scales.k[0]);
     const int j0 = kk * kW - l;
     const bool interior = Sw::chunk_inside(m, n, 0, kk);
     const auto sweep_back = [&](auto inside_constant) {
@@ -374,9 +371,9 @@ __global__ void __launch_bounds__(32)
           z_up0 = l == 0 ? row0_local : z_above_next * (w == 0 ? back_above : 1.f);
           z_diag0 = l == 0 ? row0_local : z_above[jl] * (w <= 1 ? back_above : 1.f);
         } else {
-          z_up0 = l == 0 ? dp::device::ex2(fmaf(float(j), gap_c, -float(k[0])))
+          z_up0 = l == 0 ? dp::device::ex2(fmaf(float(j), gap_c, -float(scales.k[0])))
                          : z_above_next * (w == 0 ? back_above : 1.f);
-          z_diag0 = l == 0 ? dp::device::ex2(fmaf(float(j - 1), gap_c, -float(k[0])))
+          z_diag0 = l == 0 ? dp::device::ex2(fmaf(float(j - 1), gap_c, -float(scales.k[0])))
                            : z_above[jl] * (w <= 1 ? back_above : 1.f);
         }
         z_above_next = z_above[jl];
@@ -390,7 +387,7 @@ __global__ void __launch_bounds__(32)
           const bool inside = kInside || (column_inside && r < rows_inside);
           // B's recurrence from (i, j + 1), (i + 1, j + 1) (off the chain), then (i + 1, j).
           const float from_diag = r == R - 1 ? below_diag : next_ER[r + 1];
-          const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
+          const float seed = kSoft ? scales.seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
           const float base = w == kW - 1 ? next_R[r] + (from_diag + seed)  // G R (above)
                                          : fmaf(gap, next_R[r], from_diag + seed);
           const float value = R_below + base;  // R_below carries G
@@ -402,13 +399,14 @@ __global__ void __launch_bounds__(32)
           // E R before its factor: R brought to a scale far below its own underflowed where
           // E R, at most 1 / d <= 2^126 (d: the forward's diagonal here), does not.
           const float GR_scaled = inside ? now_R[r] * gap_above[r] : 0.f;
-          now_ER[r] = E * now_R[r] * from_above[r];
+          now_ER[r] = E * now_R[r] * scales.from_above[r];
           R_below = GR_scaled;
           // The edges into (i, j): the diagonal (d score / d S), and the gaps from above and the
           // left, each Z in the row above's scale (up, diag) or this row's (left).
-          const float z_diag = r == 0 ? z_diag0 : z_left[r - 1] * (w == 0 ? back[r - 1] : 1.f);
+          const float z_diag =
+              r == 0 ? z_diag0 : z_left[r - 1] * (w == 0 ? scales.back[r - 1] : 1.f);
           const float z_up = r == 0 ? z_up0 : z_up_next[r - 1];
-          const float left = z_left[r] * (w == 0 ? back[r] : 1.f);
+          const float left = z_left[r] * (w == 0 ? scales.back[r] : 1.f);
           const float match = z_diag * now_ER[r];  // E(i, j) is not read again
           if (kInside || unsigned(j - 1) < unsigned(kKeepCols)) src.rows[r * kKeepCols + j - 1] = match;
           const float left_edge = left * now_R[r], up_edge = z_up * GR_scaled;  // up: times G
@@ -444,7 +442,7 @@ __global__ void __launch_bounds__(32)
       sweep_back(std::false_type{});
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) back_next[r] = back[r];
+    for (int r = 0; r < R; ++r) back_next[r] = scales.back[r];
   }
   __syncwarp();
   write_out<G>(grads, dense, item.g, taken ? m : 0, n, N, l);

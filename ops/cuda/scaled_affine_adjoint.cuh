@@ -232,17 +232,14 @@ __global__ void __launch_bounds__(32)
     // This chunk's scales, as the forward had them (lane 0's factor from above is unused: its
     // row above is DP row 0, all 0).
     const ChunkScales<G, R, kSoft> scales(kept_k, kk, l, total_k, inv_total);
-    const int(&k)[R] = scales.k;
-    const float(&from_above)[R] = scales.from_above, (&back)[R] = scales.back;
-    const float(&seed_soft)[R] = scales.seed_soft;
     float one[R], tie_at[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      one[r] = pow2_to_subnormal(-k[r]);  // the cell's 1, local's start
+      one[r] = pow2_to_subnormal(-scales.k[r]);  // the cell's 1, local's start
       // rule tie: the largest A in this row's scale, less kTieMargin (never 0: A's of 0 tie
       // with nothing)
       tie_at[r] = !kMax || end_i == 0 ? INFINITY
-                                      : fmaxf(ldexpf(tie_z, best_k - k[r]), 0x1p-149f);
+                                      : fmaxf(ldexpf(tie_z, best_k - scales.k[r]), 0x1p-149f);
     }
     const int j0 = kk * kW - l;
     const bool interior = Sw::chunk_inside(m, n, 0, kk);
@@ -262,7 +259,7 @@ __global__ void __launch_bounds__(32)
           const float E = src.template at<kInside>(r, w, j);
           const bool inside = kInside || (column_inside && r < rows_inside);
           const float diag = r == R - 1 ? below_diag : next_EA[r + 1];
-          const float seed = kSoft ? seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
+          const float seed = kSoft ? scales.seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
           const float seed_d = kLocal ? 0.f : seed;
           const float RA = inside ? ((seed + diag) + OX) + next_OY[r] : 0.f;
           const float RX = inside ? ((seed_d + diag) + FX) + next_OY[r] : 0.f;
@@ -289,7 +286,7 @@ __global__ void __launch_bounds__(32)
           } else {
             d_open += inside && i == 1 && j >= 2 ? dS : 0.f;  // a row-0 run ends
             if constexpr (!kInside) {  // a column-0 run ends: into (i + 1, 1) or Y(i, 1)
-              const float x0 = AffineRows<R, false>::boundary_d(i, k[r], o_c, e_c);
+              const float x0 = AffineRows<R, false>::boundary_d(i, scales.k[r], o_c, e_c);
               const bool ends = j == 0 && r < rows_inside;
               d_open += ends ? x0 * diag + 2.f * (x0 * next_OY[r]) : 0.f;
             }
@@ -299,9 +296,9 @@ __global__ void __launch_bounds__(32)
           }
           // To the row above: E R_A (its diagonal, next step), O R_X and F R_X (this step), in
           // its scale; to this row's next step (column j - 1): O R_Y, F R_Y.
-          now_EA[r] = ER * from_above[r];
-          OX = (O * RX) * from_above[r];
-          FX = (F * RX) * from_above[r];
+          now_EA[r] = ER * scales.from_above[r];
+          OX = (O * RX) * scales.from_above[r];
+          FX = (F * RX) * scales.from_above[r];
           next_OY[r] = O * RY;
           next_FY[r] = F * RY;
         }
@@ -323,7 +320,7 @@ __global__ void __launch_bounds__(32)
       sweep_back(std::false_type{});
     }
 #pragma unroll
-    for (int r = 0; r < R; ++r) back_next[r] = back[r];
+    for (int r = 0; r < R; ++r) back_next[r] = scales.back[r];
   }
   bad |= tie;
   const bool taken = item.keeps_results(fallback);
