@@ -70,11 +70,9 @@ def pytest_collection_modifyitems(config, items):
     if not 0 <= k < n:
         raise pytest.UsageError(f"SOFTALIGN_TEST_SHARD {shard!r}: k must be in 0 .. n - 1")
 
-    def mine(item):
-        return zlib.crc32(item.nodeid.encode()) % n == k
-
-    kept = [item for item in items if mine(item)]
-    dropped = [item for item in items if not mine(item)]
+    kept, dropped = [], []
+    for item in items:
+        (kept if zlib.crc32(item.nodeid.encode()) % n == k else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = kept

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # pytest in SHARDS processes at once (default 4), each taking a SHARDS-th of the selected tests
-# by a hash of their ids (test_py/conftest.py's SOFTALIGN_TEST_SHARD), each with nproc / SHARDS threads for the host's
-# references. On the GPU machine much of a CUDA test's time is its float64 reference on the
-# host (16 cores), so shards share one GPU well: the CUDA suite in 166 s in 4 shards on an H100,
-# about 480 s in one process (sessions 45, 44). Each shard
-# logs to $OUT/pytest_shard<k>.log; the summary and every failure's line come to stdout. Exits
-# non-zero when any shard failed (a shard with no test selected counts as passed). A TERM or INT
+# by a hash of their ids (test_py/conftest.py's SOFTALIGN_TEST_SHARD), each with nproc / SHARDS
+# threads for the host's references. On the GPU machine much of a CUDA test's time is its
+# float64 reference on the host (16 cores), so shards share one GPU well: the CUDA suite in 166 s
+# in 4 shards on an H100, about 480 s in one process (sessions 45, 44). Each shard logs to
+# $OUT/pytest_shard<k>.log; the summary and every failure's line come to stdout. Exits non-zero
+# when any shard failed (a shard with no test selected counts as passed). A TERM or INT
 # (timeout's) stops every shard.
 #   OUT=gpu_logs SHARDS=4 bash tools/pytest_shards.sh test_py -k cuda
 set -uo pipefail
