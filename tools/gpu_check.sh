@@ -80,7 +80,8 @@ step smoke python3 tools/cuda_smoke.py
 
 # In SHARDS (default 4) processes at once (tools/pytest_shards.sh; SHARDS=1: one pytest): the
 # whole CUDA suite took about 480 s in one process on an H100 (session 44), 166 s in 4 shards
-# (session 45: 1153 passed, 41 skipped, 2 xfailed; shards of 122-159 s).
+# (session 45: 1153 passed, 41 skipped, 2 xfailed; shards of 122-159 s), 122 s in session 46,
+# whose whole run of this script (PACK=1 GENERAL=0) took 397 s: one device-tool call.
 step pytest timeout 420 env OUT="$OUT" bash tools/pytest_shards.sh test_py -k cuda ${PYTEST_ARGS:-}
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
 # library built here, with this machine's toolchain (whose static libstdc++ once crashed them:
