@@ -78,10 +78,9 @@ fi
 step smoke python3 tools/cuda_smoke.py
 [ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
-# In SHARDS (default 4) processes at once (tools/pytest_shards.sh; SHARDS=1: one pytest): the
-# whole CUDA suite took about 480 s in one process on an H100 (session 44), 166 s in 4 shards
-# (session 45: 1153 passed, 41 skipped, 2 xfailed; shards of 122-159 s), 122 s in session 46,
-# whose whole run of this script (PACK=1 GENERAL=0) took 397 s: one device-tool call.
+# In SHARDS (default 4) processes at once (tools/pytest_shards.sh; SHARDS=1: one pytest): on an
+# H100 the CUDA suite (1153 cases) takes 122-166 s in 4 shards (sessions 45-46), about 480 s in
+# one process (session 44); this whole script, PACK=1 GENERAL=0, took 397 s (session 46).
 step pytest timeout 420 env OUT="$OUT" bash tools/pytest_shards.sh test_py -k cuda ${PYTEST_ARGS:-}
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
 # library built here, with this machine's toolchain (whose static libstdc++ once crashed them:
