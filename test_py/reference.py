@@ -1,4 +1,4 @@
-"""Slow, obviously-correct float64 reference for softalign, written straight from SPEC.md.
+"""Slow, obviously-correct float64 reference for softalign, written straight from docs/spec.md.
 
 Python loops over DP cells (each cell a (B,) tensor); gradients come from torch autograd.
 Meant for small inputs only (B <= 4, M, N <= 12 or so).
@@ -184,7 +184,7 @@ def _lengths(name, lengths, B, limit, device):
 
 def reference(scores, gap_open=-1.0, gap_extend=None, temperature=1.0,
               lengths_a=None, lengths_b=None, mode="local", reduction="max"):
-    """SPEC.md in float64. Returns (B,) float64, or a 0-d tensor for a 2-D (M, N) input."""
+    """docs/spec.md in float64. Returns (B,) float64, or a 0-d tensor for a 2-D (M, N) input."""
     if mode not in ("local", "global"):
         raise ValueError(f"mode: expected 'local' or 'global', got {mode!r}")
     if reduction not in ("max", "soft"):

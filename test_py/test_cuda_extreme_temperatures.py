@@ -1,9 +1,8 @@
 """The log-space kernels at small temperatures and exact ties, and at huge ones, against the CPU
-backend (session 34's reviews, by float32 emulations of the kernels' cell math): the adjoint's weights
-exp((x_k - v) / t) should sum to 1 per cell (stripes.cuh divide_by_sum), else the rounding of each
-saved v (up to ulp(v) / 2, which t ln 2 no longer outweighs) multiplies the adjoint by
-exp(-err / t) at every cell along the paths (known, strict xfails below); and the forward's smax (recurrence.h device::smax)
-must not turn an exact tie into +inf once |v| / t is large, in any forward; nor t past 2^126
+backend: the adjoint's weights exp((x_k - v) / t) should sum to 1 per cell (stripes.cuh
+divide_by_sum), else the rounding of each saved v (up to ulp(v) / 2, which t ln 2 no longer
+outweighs) multiplies the adjoint by exp(-err / t) at every cell along the paths (known, strict
+xfails below); and the forward's smax (recurrence.h device::smax) must not turn an exact tie into +inf once |v| / t is large, in any forward; nor t past 2^126
 (device::exp2_scale) a -inf term into NaN."""
 import pytest
 import torch
@@ -17,8 +16,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 # Known imprecision, not fixed: the affine adjoints after a log-space forward do not divide their
 # weights by their sum (stripes.cuh, divide_by_sum: they sum to 1 only up to the saved values'
-# rounding, an error that grows as t falls). Session 35 ran every adjoint dividing on the H100:
-# these passed, but the long affine adjoint lost 17-20%; the linear ones divide.
+# rounding, an error that grows as t falls). With every adjoint dividing, these passed on an
+# H100, but the long affine adjoint lost 17-20%; the linear ones divide.
 KNOWN_IMPRECISION = pytest.mark.xfail(strict=True, reason="the affine log-space adjoint's "
                                       "weights are not divided by their sum (see above)")
 
@@ -42,7 +41,7 @@ def test_log_space_adjoint_tied_weights_sum_to_one(temperature):
 def test_log_space_adjoint_integer_scores_small_temperature(model, mode):
     """Integer scores and gaps (a substitution matrix's: ties everywhere), t = 0.01, one long pair
     (a warp a stripe; the log-space pair below t = 0.5). Without the division d S was off by
-    0.04-0.07 and d g by 3-5% in emulation; with it, 1.3e-3-1.9e-3 and 1.5e-5, as the CPU's
+    0.04-0.07 and d g by 3-5% (a float32 model of the kernel); with it, 1.3e-3-1.9e-3 and 1.5e-5, as the CPU's
     float32 backend."""
     gen = torch.Generator().manual_seed(11)
     scores = torch.randint(-2, 4, (1, 1024, 1024), generator=gen).double()
@@ -64,7 +63,7 @@ def test_log_space_forward_exact_tie_stays_finite(model):
     """device::smax takes a term's exponent as fmaf(x, c, -fl(m c)): for a term tied with the max
     that is fl(m c)'s rounding residual, up to ulp(m c) / 2, past 128 once |m| / t passes about
     1.5e9: m = 2 g = -3e4 at t = 1e-6 gave ex2(944) = inf and a score of +inf (about half of
-    these 64 items, in emulation). Scores 2 g: linear, a three-way tie in H[1][1]; affine,
+    these 64 items, in a float32 model of the kernel). Scores 2 g: linear, a three-way tie in H[1][1]; affine,
     A[1][1] = Y[1][1] in the final smax."""
     B = 64
     g = -torch.linspace(1e4, 2e4, B, dtype=torch.float64)
@@ -88,7 +87,7 @@ def test_cuda_forward_without_grad_integer_scores_tiny_temperature(model, shape,
     items: lanes handing over items mid-chunk), the striped one of one and of two stripes (the
     ring). Integer scores (a substitution matrix's) tie everywhere; at t = 1e-7 a tie at |m| of
     about 315 or more overflowed (7 of 12 items of (12, 32, 32) +inf, local soft NaN, in
-    emulation)."""
+    a float32 model of the kernel)."""
     B, M, N = shape
     p = make_problem(model, *end, 1e-7, B=B, M=M, N=N, lengths=True, seed=M + N)
     gen = torch.Generator().manual_seed(B + M)
@@ -102,7 +101,7 @@ def test_cuda_forward_without_grad_integer_scores_tiny_temperature(model, shape,
 @pytest.mark.parametrize("model", MODELS)
 def test_cuda_temperature_past_2_126(model, end):
     """exp2_scale = __fdividef(log2 e, t) was 0 for t > 2^126, and a -inf term times 0 NaN: a
-    (1, 1, 1) affine item at t = 1e38 scored NaN (emulation; the CPU's float32: 6.93e37)."""
+    (1, 1, 1) affine item at t = 1e38 scored NaN (the CPU's float32: 6.93e37)."""
     p = make_problem(model, *end, 1e38, B=1, M=1, N=1)
     p.scores[:] = 0.5
     assert_forward_without_grad_matches_cpu(p)
@@ -114,8 +113,7 @@ def test_cuda_temperature_past_2_126(model, end):
 def test_cuda_gradients_at_temperature_past_2_126(model, end, path):
     """The device smax_weights' scale was __fdividef(log2 e, t) too, 0 past 2^126, and a -inf
     term times 0 NaN: the general path's adjoint (penalties per position) and the striped
-    adjoint's end weights at (m, n) (affine: a -inf state there) gave NaN gradients (session
-    35's review)."""
+    adjoint's end weights at (m, n) (affine: a -inf state there) gave NaN gradients."""
     if path == "striped":
         p = make_problem(model, *end, 1e38, B=1, M=1, N=1, penalties="item")
     else:

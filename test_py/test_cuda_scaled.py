@@ -92,7 +92,7 @@ def test_scaled_forward_rows_that_fall_and_rise_again(case, reduction, batch):
     """A row's values 2^126 below its end's running maximum at a chunk's start, then back near
     2^127 within the chunk (its cells must still count in the end), and a row whose end sits
     2^127 below the lane's top exponent but holds a sum near 2^127 (it must still count when the
-    lane's rows merge). Found by a review's emulation of the kernel: both were dropped before."""
+    lane's rows merge). Both were dropped before."""
     B, M, N = batch(1100), 16, 64
     p = make_problem("linear", "local", reduction, 1.0, B=B, M=M, N=N, seed=0)
     p.gap_open = -4.0
@@ -128,8 +128,8 @@ def test_scaled_forward_global_gaps_near_zero(batch):
     """Global items at t = 1 with gaps of -1e-10, whose best paths leave column 0 at row 17:
     column 0's z, 2^(i g log2(e) / t - k) with k = -1, rounds to 2 there, and the lanes that reach
     column 0 after a renormalisation (a warp an item: lanes from kW = 16 on) took it in a k one
-    higher, Z(i, 0) twice its value (a review in session 33; tools/scaled_emulation.py set to
-    G = 32, R = 1, kW = 16 gave 74.95 where the CPU gives 74.38)."""
+    higher, Z(i, 0) twice its value (74.95 where the CPU gives 74.38, in a float32 model of the
+    kernel at G = 32, R = 1, kW = 16)."""
     p = make_problem("linear", "global", "max", 1.0, B=batch(1500), M=32, N=29, penalties="item",
                      seed=6)
     p.gap_open = torch.full_like(p.gap_open, -1e-10)
@@ -161,7 +161,7 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
 # Each case runs without grad and with grad: a forward + backward takes the same sweep, which then
 # saves what the log-space adjoint reads (SaveLog), the items it refuses going to the log-space
 # saving forward.
-# Affine too (scaled_affine.cuh's stacked forward, session 38: D and U through the ring), for the
+# Affine too (scaled_affine.cuh's stacked forward: D and U through the ring), for the
 # forward without grad; with grad the affine model keeps the log-space forward + backward.
 STACKED = dict(B=256, M=150, N=260)
 
@@ -281,8 +281,8 @@ def test_scaled_stacked_forward_global_gaps_near_zero(grad, model):
 @pytest.mark.parametrize("t", [1.0, 0.25], ids=["scaled", "log_space"])
 def test_stacked_backward_argmax_column_past_2_24(t):
     """The max end's cell (i, j) goes from the saving forward to the adjoint's seed through the
-    workspace's ends, four floats an end: a column past 2^24 must come back whole (session 34's
-    review: stored as float(j), N = 2^24 + 1 came back as 2^24, the seed landed on a cell of
+    workspace's ends, four floats an end: a column past 2^24 must come back whole (stored
+    as float(j), N = 2^24 + 1 came back as 2^24, the seed landed on a cell of
     S = -inf and d S was 0 everywhere). One item of two stripes, in probability space (t = 1) and
     in log space (t = 0.25); S = -inf but at (0, N - 1), so that cell (1, N) is the only maximum
     and d S there is its match weight, worked out from row 1's fixed point h = smax(0, g, h + g)
@@ -346,7 +346,7 @@ def test_scaled_stacked_affine_forward_takes_ordinary_items(tmp_path, end):
     """Ordinary affine items of several stripes at t = 1 are taken by the stacked affine forward:
     most of those of more than one stripe differ in bits from the log-space forward (a refused
     item is the log-space forward's, bit for bit), all agree with it to float32 rounding. The
-    threshold held on an H100 (session 39; the fraction itself was not printed)."""
+    threshold holds on an H100."""
     shape = dict(B=64, M=150, N=260)
     scaled, log_space = scaled_and_log_space(tmp_path, shape, 1.0, end=end, model="affine")
     p = make_problem("affine", *end, 1.0, penalties="item", lengths=True, seed=1, **shape)
@@ -406,8 +406,7 @@ def test_log_space_only_keeps_the_stacked_forward_too(tmp_path, end, t, grad):
     """Items of several stripes: most of them differ in some bits (with grad, in d S), so that
     they are seen to be taken, not refused (a refused item is the log-space forward's, bit for
     bit); at t = 1 local items in chunks of 32 steps. Every end: the host takes the scaled
-    forward (and with grad, the saving one) for each (a review in session 33 found only local
-    soft checked)."""
+    forward (and with grad, the saving one) for each."""
     scaled, log_space = scaled_and_log_space(tmp_path, STACKED, t, grad, end)
     differ = (scaled != log_space).reshape(STACKED["B"], -1).any(1)
     assert int(differ.sum()) > STACKED["B"] // 2

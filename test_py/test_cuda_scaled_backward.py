@@ -151,10 +151,10 @@ def test_scaled_backward_affine_warp_an_item_refused(end):
 def test_scaled_backward_paying_gaps(end, case, model):
     """Gap penalties above zero (gaps that pay: G > 1), which the scaled kernels take up to
     |g| log2(e) / t = 12. Values then grow along every row, also past an item's last column and
-    below its last row; a local end that followed them flushed its sum (a review's float64 model:
-    local scores 0 or -inf, refused by nothing). Session 35 (H100): the lengths-local cases caught
-    NaN gradients from session 34's fix of the adjoint (G times a row's factor to the row above,
-    clamped at 2^127, is inf below an item whose rows overflow; 0 R times that, NaN)."""
+    below its last row; a local end that followed them flushed its sum (local scores 0 or -inf,
+    refused by nothing). The lengths-local cases catch NaN gradients of an adjoint that takes G
+    times a row's factor to the row above (clamped at 2^127, inf below an item whose rows
+    overflow; 0 R times that, NaN)."""
     if case == "lengths":  # short items beside n = 32 in the same warps
         p = make_problem(model, *end, 0.5, B=1500, M=32, N=32, penalties="item", lengths=True,
                          seed=11)
@@ -170,8 +170,7 @@ def test_scaled_backward_diagonal_into_a_higher_scale(end):
     """Row 2's scale 2^45 above row 1's (S(2, 2) = 4.2 at t = 0.1), then in the next chunk a
     diagonal of two large scores, S(1, 9) and S(2, 10) = 5.5, through which the whole score goes.
     R of (2, 10) brought to row 1's scale (2^-160) flushed before E(2, 10) = 2^80 multiplied it:
-    d S(1, 9) and d S(2, 10) came out 0 instead of 1, the item taken (session 34's review, by
-    tools/scaled_adjoint_emulation.py)."""
+    d S(1, 9) and d S(2, 10) came out 0 instead of 1, the item taken."""
     p = make_problem("linear", *end, 0.1, B=1100, M=4, N=12, penalties="item", seed=15)
     p.scores = -1.0 + 0.3 * p.scores  # E about 2^-14: no other path matters
     p.scores[:, 1, 1] = 4.2
@@ -187,7 +186,7 @@ def test_scaled_backward_paying_gaps_near_the_top_of_the_range():
     """Global, t = 0.1, gap +0.75 (G = 2^10.8) and S(5, 1) = 8.6 (E = 2^124): the cells of
     columns 1 and 2 below row 5 reach 2^126-2^127 in their rows' scales, so R sits near 2^-127,
     and R times the factor to the row above (2^-11) kept 11 bits before G multiplied it back:
-    d S and d g about 1e-3 off, the item taken (session 34's review)."""
+    d S and d g about 1e-3 off, the item taken."""
     p = make_problem("linear", "global", "max", 0.1, B=1100, M=14, N=2, penalties="item",
                      seed=16)
     p.scores = -3.0 + 0.1 * p.scores
@@ -204,9 +203,7 @@ def test_scaled_backward_paying_gaps_over_a_chunk_boundary(end):
     item's chunk 0 keeps k = 0 while its rows rise by G a column, to about 2^126 by the chunk's
     last column; R of the next chunk's first column (the end's) brought to that scale is near
     2^-139, a subnormal of about 10 bits, and G times it put d g 2e-4 to 4e-4 off relatively on
-    about 90 of the 1100 items, all taken (tools/scaled_adjoint_emulation.py; session 35's second
-    review, which blamed the soft seeds, found one such item in its fuzz). Now G multiplies R
-    before the 2^-e. Global rows start at their column 0's scale: fine either way."""
+    about 90 of the 1100 items, all taken. Now G multiplies R before the 2^-e. Global rows start at their column 0's scale: fine either way."""
     p = make_problem("linear", *end, 1.0, B=1100, M=5, N=7, penalties="item", seed=17)
     p.scores = 1.0 + 0.5 * p.scores
     p.gap_open = 8.05 + 0.2 * torch.rand(1100, generator=torch.Generator().manual_seed(17),

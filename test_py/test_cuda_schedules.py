@@ -103,7 +103,7 @@ STREAMED = [(70000, 17, 23), (70000, 32, 15), (70000, 5, 7), (70000, 32, 32)]
 def test_cuda_penalty_gradients_of_several_stripes_do_not_depend_on_the_batch(model):
     """SPEC: results do not depend on batch size. (16, 8192, 16) and (1, 8192, 16) take the same
     schedule (a warp a stripe, 256 stripes), whose stripes' partial penalty gradients the host
-    added with at::sum, whose tree depends on how many items it reduces (session 34's review):
+    added with at::sum, whose tree depends on how many items it reduces:
     each item alone must get its gradients of the batch bit for bit."""
     p = make_problem(model, "local", "soft", 1.0, B=16, M=8192, N=16, penalties="item", seed=34)
     score, grads = evaluate(softalign.smith_waterman, p.on("cuda", torch.float32))
@@ -125,9 +125,8 @@ def test_cuda_penalty_gradients_of_several_stripes_do_not_depend_on_the_batch(mo
                            "the row (set SOFTALIGN_HOURS_LONG_TESTS=1)")
 def test_cuda_row_of_2_31_minus_2_columns():
     """make_problem takes N < 2^31, where the striped kernels' N + 32 steps overflowed int (no
-    cell swept: 0; session 34's review): such rows go to the general path, whose one thread
-    per item takes minutes over 2^31 cells (session 35: still running after 150 s), so this
-    runs only when asked for."""
+    cell swept: 0): such rows go to the general path, whose one thread per item takes minutes
+    over 2^31 cells (still running after 150 s on an H100), so this runs only when asked for."""
     N = 2**31 - 2
     scores = torch.full((1, 1, N), -1.0, device="cuda")
     scores[0, 0, -1] = 5.0

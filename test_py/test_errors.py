@@ -68,8 +68,7 @@ def test_mixed_devices():
                          ids=["score", "alignment"])
 def test_meta_argument_beside_real_scores(op_, which):
     """A meta tensor among the arguments sends the call to the Meta kernels, which returned
-    uninitialised memory as the score where SPEC asks for a mixed-devices error (session 34's
-    review)."""
+    uninitialised memory as the score where SPEC asks for a mixed-devices error."""
     kwargs = dict(gap_open=-1.0, gap_extend=-0.5)
     if which.startswith("gap"):
         kwargs[which] = torch.full((2,), -1.0, device="meta")
@@ -94,15 +93,15 @@ except (MemoryError, RuntimeError):
                     reason="AddressSanitizer's shadow memory does not fit a 4 GiB address space")
 def test_out_of_memory_is_an_error_not_a_crash():
     """The float32 SIMD sweep's buffers memset what a failed aligned_alloc returned: a
-    segmentation fault where PyTorch's own allocations raise (session 34's review)."""
+    segmentation fault where PyTorch's own allocations raise."""
     run_in_fresh_process(OUT_OF_MEMORY, timeout=300)
 
 
 @pytest.mark.parametrize("name", ["gap_open", "gap_extend"])
 @pytest.mark.parametrize("bad", [None, "-1", True], ids=["None", "str", "bool"])
 def test_wrapper_penalty_must_be_a_number_or_tensor(name, bad):
-    """The wrapper read "-1" as -1 and True as +1, and None failed without naming the argument
-    (session 34's review); beside a tensor penalty too."""
+    """The wrapper read "-1" as -1 and True as +1, and None failed without naming the argument;
+    beside a tensor penalty too."""
     if name == "gap_extend" and bad is None:
         pytest.skip("gap_extend=None is the linear model")
     with pytest.raises(TypeError, match=name):

@@ -1,4 +1,4 @@
-"""Fuzzing the argument surface (issue 5, SPEC "Bad input"): ranks 0..4, every dtype family,
+"""Fuzzing the argument surface (SPEC "Bad input"): ranks 0..4, every dtype family,
 devices, mode/reduction strings (garbage included), lengths of any dtype, shape and range,
 temperatures from -inf to NaN, penalties with NaN/inf and odd shapes, layouts with stride 0.
 

@@ -1,4 +1,4 @@
-"""Numerical edges (issue 5): extreme temperatures and scores, -inf masks, length 8192 in float32,
+"""Numerical edges: extreme temperatures and scores, -inf masks, length 8192 in float32,
 NaN confined to its item, batch-composition independence and bit-identical repeated runs.
 Every test asserts the numbers it checks: against the float64 reference, a closed form, an exact
 integer dynamic programme, or a bit-for-bit rerun."""
@@ -114,8 +114,7 @@ def test_plus_inf_score_propagates_through_the_max_end(dtype, model):
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_plus_inf_score_propagates_through_the_soft_end(dtype, model, device):
-    """Several +inf cells in the soft end: exp(inf - inf) made the sum NaN (session 34 fixed it;
-    a strict xfail before). The item beside it keeps finite gradients, also where the per-item
+    """Several +inf cells in the soft end: exp(inf - inf) made the sum NaN. The item beside it keeps finite gradients, also where the per-item
     route scales the +inf item's kept gradient by a grad of 0."""
     S = torch.zeros(2, 2, 2, dtype=dtype)
     S[0, 0, 0] = math.inf  # H (or A) is +inf at (1, 1) and at every cell it reaches

@@ -1,4 +1,4 @@
-"""Property-based tests (issue 5): random problems over every option SPEC defines, checked against
+"""Property-based tests: random problems over every option SPEC defines, checked against
 the float64 reference (values and gradients), CUDA against CPU, and two invariants that need no
 reference (NaN stays in its item; an item's result does not depend on its batch).
 
