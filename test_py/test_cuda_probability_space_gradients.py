@@ -13,7 +13,7 @@ import torch
 
 import softalign
 from problems import assert_grads_match_cpu, evaluate, make_problem, problem_with_refusals
-from test_cuda_scaled import scaled_and_log_space
+from test_cuda_probability_space import scaled_and_log_space
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

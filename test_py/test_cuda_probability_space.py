@@ -217,8 +217,8 @@ def test_scaled_stacked_forward_long_rows(end, grad, model):
     """Ten stripes of 700 columns at t = 0.5: the exponents of global rows fall by thousands,
     and each stripe's lane 0 takes the row above from H far outside any float's range of Z.
     Gradients to 1e-3: the log-space adjoint's weights, exp of differences of values in the
-    hundreds, carry float32's rounding of those values (test_cuda_scaled_backward's refused
-    items: 6e-4 at scores near 9000)."""
+    hundreds, carry float32's rounding of those values (the refused items of
+    test_cuda_probability_space_gradients.py: 6e-4 at scores near 9000)."""
     p = make_problem(model, *end, 0.5, B=128, M=310, N=700, penalties="item", seed=5)
     p.scores += 0.3
     stacked_matches_cpu(p, grad, rtol=1e-3 if grad else 3e-5, atol=2e-3)
