@@ -2,7 +2,7 @@
 rules"): each generator aims at one way a chunked, per-row-scaled sweep can lose an item's value
 without refusing it. 32 items a problem, random lengths, mode, reduction and temperature.
 
-    ordinary  N(0, sigma) scores with a planted diagonal, gaps within the gap rule's bound or past it
+    ordinary  N(0, sigma) scores, a planted diagonal, gaps within the gap rule's bound or past it
     negrows   rows of very negative scores (E tiny or flushed to 0: a row's only way in)
     vchain    a vertical-gap chain whose X stays ~2^-130 of the row's D (rule vgap)
     gapruns   diagonals joined by long gaps, extend much cheaper than open

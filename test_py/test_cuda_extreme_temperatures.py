@@ -2,8 +2,9 @@
 backend: the adjoint's weights exp((x_k - v) / t) should sum to 1 per cell (stripes.cuh
 divide_by_sum), else the rounding of each saved v (up to ulp(v) / 2, which t ln 2 no longer
 outweighs) multiplies the adjoint by exp(-err / t) at every cell along the paths (known, strict
-xfails below); and the forward's smax (recurrence.h device::smax) must not turn an exact tie into +inf once |v| / t is large, in any forward; nor t past 2^126
-(device::exp2_scale) a -inf term into NaN."""
+xfails below); and the forward's smax (recurrence.h device::smax) must not turn an exact tie
+into +inf once |v| / t is large, in any forward; nor t past 2^126 (device::exp2_scale) a -inf
+term into NaN."""
 import pytest
 import torch
 
@@ -41,8 +42,8 @@ def test_log_space_adjoint_tied_weights_sum_to_one(temperature):
 def test_log_space_adjoint_integer_scores_small_temperature(model, mode):
     """Integer scores and gaps (a substitution matrix's: ties everywhere), t = 0.01, one long pair
     (a warp a stripe; the log-space pair below t = 0.5). Without the division d S was off by
-    0.04-0.07 and d g by 3-5% (a float32 model of the kernel); with it, 1.3e-3-1.9e-3 and 1.5e-5, as the CPU's
-    float32 backend."""
+    0.04-0.07 and d g by 3-5% (a float32 model of the kernel); with it, 1.3e-3-1.9e-3 and 1.5e-5,
+    as the CPU's float32 backend."""
     gen = torch.Generator().manual_seed(11)
     scores = torch.randint(-2, 4, (1, 1024, 1024), generator=gen).double()
     gap = torch.tensor(-1.0, dtype=torch.float64)
@@ -63,8 +64,8 @@ def test_log_space_forward_exact_tie_stays_finite(model):
     """device::smax takes a term's exponent as fmaf(x, c, -fl(m c)): for a term tied with the max
     that is fl(m c)'s rounding residual, up to ulp(m c) / 2, past 128 once |m| / t passes about
     1.5e9: m = 2 g = -3e4 at t = 1e-6 gave ex2(944) = inf and a score of +inf (about half of
-    these 64 items, in a float32 model of the kernel). Scores 2 g: linear, a three-way tie in H[1][1]; affine,
-    A[1][1] = Y[1][1] in the final smax."""
+    these 64 items, in a float32 model of the kernel). Scores 2 g: linear, a three-way tie in
+    H[1][1]; affine, A[1][1] = Y[1][1] in the final smax."""
     B = 64
     g = -torch.linspace(1e4, 2e4, B, dtype=torch.float64)
     p = Problem((2 * g).view(B, 1, 1).clone(), g.clone(), g.clone() if model == "affine" else None,

@@ -18,7 +18,8 @@ import torch
 
 import adversarial_affine
 from problems import Problem, make_problem, problem_with_refusals
-from test_cuda_probability_space import END_IDS, ENDS, assert_matches_cpu, forward, scaled_and_log_space
+from test_cuda_probability_space import (END_IDS, ENDS, assert_matches_cpu, forward,
+                                         scaled_and_log_space)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 

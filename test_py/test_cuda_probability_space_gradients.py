@@ -203,7 +203,8 @@ def test_scaled_backward_paying_gaps_over_a_chunk_boundary(end):
     item's chunk 0 keeps k = 0 while its rows rise by G a column, to about 2^126 by the chunk's
     last column; R of the next chunk's first column (the end's) brought to that scale is near
     2^-139, a subnormal of about 10 bits, and G times it put d g 2e-4 to 4e-4 off relatively on
-    about 90 of the 1100 items, all taken. Now G multiplies R before the 2^-e. Global rows start at their column 0's scale: fine either way."""
+    about 90 of the 1100 items, all taken. Now G multiplies R before the 2^-e. Global rows start at
+    their column 0's scale: fine either way."""
     p = make_problem("linear", *end, 1.0, B=1100, M=5, N=7, penalties="item", seed=17)
     p.scores = 1.0 + 0.5 * p.scores
     p.gap_open = 8.05 + 0.2 * torch.rand(1100, generator=torch.Generator().manual_seed(17),

@@ -109,8 +109,9 @@ def test_number_overload_matches_tensor_overload():
 @pytest.mark.parametrize("op_", ["smith_waterman", "smith_waterman_alignment"])
 def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
     """Eager torch.ops resolution fell through to the numbers' overload, which read a one-element
-    tensor as a float (Tensor.__float__): the penalty's gradient silently disappeared. Now the open_tensor / extend_tensor overloads take such calls (the alignment
-    op's too, which has no autograd but read a CUDA tensor back to the host as a float)."""
+    tensor as a float (Tensor.__float__): the penalty's gradient silently disappeared. Now the
+    open_tensor / extend_tensor overloads take such calls (the alignment op's too, which has no
+    autograd but read a CUDA tensor back to the host as a float)."""
     scores = torch.randn(2, 4, 5, dtype=torch.float64)
     penalty = torch.tensor(-1.0 if which == "gap_open" else -0.5, dtype=torch.float64,
                            requires_grad=True)

@@ -114,8 +114,9 @@ def test_plus_inf_score_propagates_through_the_max_end(dtype, model):
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_plus_inf_score_propagates_through_the_soft_end(dtype, model, device):
-    """Several +inf cells in the soft end: exp(inf - inf) made the sum NaN. The item beside it keeps finite gradients, also where the per-item
-    route scales the +inf item's kept gradient by a grad of 0."""
+    """Several +inf cells in the soft end: exp(inf - inf) made the sum NaN. The item beside it keeps
+    finite gradients, also where the per-item route scales the +inf item's kept gradient by a grad
+    of 0."""
     S = torch.zeros(2, 2, 2, dtype=dtype)
     S[0, 0, 0] = math.inf  # H (or A) is +inf at (1, 1) and at every cell it reaches
     gap_extend = -0.5 if model == "affine" else None
