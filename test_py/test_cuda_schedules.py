@@ -95,7 +95,8 @@ def test_cuda_schedule_repeats_bit_for_bit(model, schedule):
 # N = 7 falls back to the striped forward). Both models take their scaled forwards here at t > 0
 # (scaled.cuh, scaled_affine.cuh; test_cuda_probability_space.py and
 # test_cuda_probability_space_affine.py, whose test_scaled_affine_forward_agrees_with_streamed runs
-# the streamed forward at t > 0 with SOFTALIGN_CUDA_LOG_SPACE=1): the affine streamed forward's cases below are those at t = 0.
+# the streamed forward at t > 0 with SOFTALIGN_CUDA_LOG_SPACE=1): the affine streamed forward's
+# cases below are those at t = 0.
 STREAMED = [(70000, 17, 23), (70000, 32, 15), (70000, 5, 7), (70000, 32, 32)]
 
 
