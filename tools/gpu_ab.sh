@@ -8,7 +8,7 @@
 # bench_<name>_r<round>.log, ab_summary.log).
 #   VARIANTS="-DSOFTALIGN_SMAX_VARIANT=1" bash tools/gpu_ab.sh
 #   LIBS="build-libs/main.so build-libs/new.so" bash tools/gpu_ab.sh   (carry build-libs)
-#   EXTRA=tools/stripe_cost.py ... bash tools/gpu_ab.sh   more scripts per variant (';' between)
+#   EXTRA=tools/step_cost.py ... bash tools/gpu_ab.sh    more scripts per variant (';' between)
 #   ROUNDS=0 ... bash tools/gpu_ab.sh   no benchmark: the smoke test and the EXTRA scripts only
 #   PACK=1 ... bash tools/gpu_ab.sh   the logs packed into $OUT/logs.tgz (tools/pack_logs.sh) at
 #     the end: anything written into $OUT after that (and a second pack) replaces the archive
@@ -54,8 +54,8 @@ for round in $(seq "${ROUNDS:-2}"); do
     grep softalign "$log" | sed "s/^/${names[$i]} r$round /" | tee -a "$OUT/ab_summary.log"
   done
 done
-# More scripts per variant, separated by ';', each with its arguments: EXTRA=tools/stripe_cost.py
-# or EXTRA="tools/stripe_cost.py; tools/stripe_cost.py --affine". Their lines join the summary,
+# More scripts per variant, separated by ';', each with its arguments: EXTRA=tools/step_cost.py
+# or EXTRA="tools/step_cost.py; tools/step_cost.py --affine". Their lines join the summary,
 # prefixed with the variant and the script's number.
 IFS=';' read -ra extras <<< "${EXTRA:-}"
 for k in "${!extras[@]}"; do

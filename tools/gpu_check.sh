@@ -53,7 +53,7 @@ fi
 
 # How many exp2/log2 (MUFU) each kernel issues, whether anything went to local memory, and how
 # many shuffles and votes the compiler emulated (WARPSYNC.COLLECTIVE: code it could not prove
-# the whole warp runs together; session 14 found a polling loop inside a branch doing that).
+# the whole warp runs together, as a polling loop inside a branch does).
 sass_counts() {
   cuobjdump --dump-sass "$SOFTALIGN_LIBRARY" | awk '
     function report() {
@@ -79,8 +79,8 @@ step smoke python3 tools/cuda_smoke.py
 [ "${GENERAL:-1}" = 1 ] && step smoke_general env SOFTALIGN_CUDA_GENERAL=1 python3 tools/cuda_smoke.py
 
 # In SHARDS (default 4) processes at once (tools/pytest_shards.sh; SHARDS=1: one pytest): on an
-# H100 the CUDA suite (1153 cases) takes 122-166 s in 4 shards (sessions 45-46), about 480 s in
-# one process (session 44); this whole script, PACK=1 GENERAL=0, took 397 s (session 46).
+# H100 the CUDA suite (1153 cases) takes 122-166 s in 4 shards, about 480 s in one process; this
+# whole script, PACK=1 GENERAL=0, takes about 400 s.
 step pytest timeout 420 env OUT="$OUT" bash tools/pytest_shards.sh test_py -k cuda ${PYTEST_ARGS:-}
 # The bad-input tests (mostly CPU tensors, outside -k cuda): their messages are formatted by the
 # library built here, with this machine's toolchain (whose static libstdc++ once crashed them:

@@ -2,7 +2,7 @@
 # On the GPU machine: compute-sanitizer's initcheck (reads of device memory nothing wrote) over
 # the tiny smoke set. Fails on any report but those of PyTorch's own multi-block sum
 # (at::native::reduce_kernel): torch.zeros(34000, 5, 16, device="cuda").sum(0) alone, with no
-# softalign op in the program, gets 12768 of them (session 34); the smoke set reaches it where it
+# softalign op in the program, gets 12768 of them; the smoke set reaches it where it
 # sums per-position penalty gradients over 34000 items. Leaving that kernel out of the tool
 # (--kernel-name-exclude) does not do: its writes then go untracked, and every later read of its
 # results is reported instead.

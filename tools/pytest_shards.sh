@@ -3,7 +3,7 @@
 # by a hash of their ids (test_py/conftest.py's SOFTALIGN_TEST_SHARD), each with nproc / SHARDS
 # threads for the host's references. On the GPU machine much of a CUDA test's time is its
 # float64 reference on the host (16 cores), so shards share one GPU well: the CUDA suite in 166 s
-# in 4 shards on an H100, about 480 s in one process (sessions 45, 44). Each shard logs to
+# in 4 shards on an H100, about 480 s in one process. Each shard logs to
 # $OUT/pytest_shard<k>.log; the summary and every failure's line come to stdout. Exits non-zero
 # when any shard failed (a shard with no test selected counts as passed). A TERM or INT
 # (timeout's) stops every shard.

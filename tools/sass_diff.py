@@ -4,7 +4,7 @@ of NEW whose (mangled) name contains PATTERN, after --rename, is looked up in OL
 instructions compared, addresses and encodings left out. Identical SASS means a change that
 reached no instruction of those kernels (a template argument that only other kernels use, a
 comment), so that OLD's GPU test runs still describe them; the CI machine can tell that without
-a GPU (session 33). Reads `cuobjdump -sass` of both (tools/cuobjdump.sh).
+a GPU. Reads `cuobjdump -sass` of both (tools/cuobjdump.sh).
 
     python3 tools/sass_diff.py build-libs/old.so build-libs/new.so backward_kernel \\
         --rename '(backward_kernel.*?)Lb0E(EEv)' '\\1\\2'

@@ -4,8 +4,8 @@
 With --loops, the same for each loop of a kernel that issues exp2 (a backward branch over at
 least --min-ex2 MUFU.EX2): the unrolled step loops, whose length per cell is what the sweep
 issues (e.g. 772 instructions for 4 steps x 4 rows of the short linear forward: 48 a cell), and
-the register moves at each loop's back edge (session 33: the long adjoint's slabs in flight,
-moved there, the first move waiting for its load). The CI machine has no cuobjdump; PyPI's
+the register moves at each loop's back edge (e.g. the long adjoint's slabs in flight, moved
+there, the first move waiting for its load). The CI machine has no cuobjdump; PyPI's
 nvidia-cuda-cuobjdump wheel holds one (tools/cuobjdump.sh fetches it).
 
     cuobjdump -sass build-cuda/libsoftalign.so | python3 tools/sass_histogram.py PATTERN...

@@ -6,6 +6,7 @@ about (N + skew + (stripes - 1) lag) steps.
     SOFTALIGN_LIBRARY=... python3 tools/step_cost.py [--affine] [--mode global]
 """
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -13,7 +14,21 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import softalign  # noqa: E402
-from stripe_cost import median_ms  # noqa: E402  (tools/ is the script's own folder)
+
+
+def median_ms(fn, reps=20):
+    """The median of reps calls' device times (CUDA events), after one warm-up call."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
 
 
 def forward_ms(B, M, N, affine, mode):
