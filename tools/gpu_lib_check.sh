@@ -6,12 +6,12 @@
 # exit status and seconds. Steps run in order while the call's time (BUDGET seconds, default
 # 540) lasts; a step that would start with less than its own limit left is skipped (said so).
 #   LIB=build-libs/new.so AB="build-libs/main.so build-libs/new.so" \
-#     TESTS="test_py/test_cuda_scaled_backward.py" K=affine \
+#     TESTS="test_py/test_cuda_probability_space_gradients.py" K=affine \
 #     CASES="700 32 32 --affine --mode global --lengths;2000 32 32 --affine --reduction soft" \
 #     bash tools/gpu_lib_check.sh
-#   MORE="test_py/test_cuda_scaled_affine.py"   tests for the time left at the end (-k "$K")
+#   MORE="test_py/test_cuda_probability_space_affine.py" tests for the time left at the end (-k "$K")
 #   SHARDS=1   the tests in one pytest process (default: 4 at once, tools/pytest_shards.sh)
-#   BENCH=1   PERF.md's table (examples/benchmark.py --device cuda) after the first tests
+#   BENCH=1   the benchmark table (examples/benchmark.py --device cuda) after the first tests
 #   SMALL=1   where an eager (16, 32^2) fwd+bwd's host time goes (tools/profile_small.py)
 #   NCU="65536 32 32 --affine" NCU_KERNEL=affine_forward_backward   Nsight Compute's speed of
 #     light, occupancy, scheduler and warp stall figures of that kernel in that case's backward
