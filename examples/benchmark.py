@@ -1,16 +1,16 @@
-"""softalign benchmark: the PERF.md table (`make bench`).
+"""softalign benchmark: the table of docs/performance.md (`make bench`).
 
     python examples/benchmark.py [--device cpu|cuda] [--threads N [N ...]] [--quick]
 
 Every row: case (B, M, N), gap model, pass (forward, or forward + `score.sum().backward()`),
 implementation, median time, GCUPS = B*M*N / time / 1e9, the fraction of the ceiling, the
-PERF.md target and whether it is met, and for sizes <= 64 x 64 the seed's PyTorch loop as the
-baseline ratio. All inputs are random float32 N(0, 1) scores, gap open -1 (linear) or
+target and whether it is met, and for sizes <= 64 x 64 the seed's PyTorch loop as the baseline
+ratio. All inputs are random float32 N(0, 1) scores, gap open -1 (linear) or
 -1 / -0.5 (affine), temperature 1, local, reduction "max". On the GPU, sizes that small also get
 a row of the same calls replayed from CUDA graphs ("graphed"): the kernels' own time, where the
 eager call's is the host's (Python, dispatch, autograd).
 
-The targets and ceilings below are PERF.md's; this program is the one place they live.
+The targets and ceilings below are docs/performance.md's; this program is where they live.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ GAPS = {"linear": (-1.0, None), "affine": (-1.0, -0.5)}
 PASSES = ("fwd", "fwd+bwd")
 LOOP_MAX_SIDE = 64  # the seed loop is timed where affordable: M, N <= 64 (linear gaps only)
 
-# CPU (PERF.md, "Targets (CPU, this 2-core machine, float32)"). The one-thread targets double
+# CPU (docs/performance.md, "CPU"). The one-thread targets double
 # as the ceiling, per thread: the fraction column is GCUPS / (threads x ceiling).
 CPU_CASES = [(16, 32, 32), (64, 256, 256)]
 CPU_CEILING_PER_THREAD = {"fwd": 0.150, "fwd+bwd": 0.060}  # GCUPS (150 and 60 M cells/s)
@@ -42,7 +42,7 @@ CPU_TARGET_SIZE = (64, 256, 256)  # where the cells/s targets apply (one thread)
 CPU_SCALING_TARGET = 1.8  # two threads >= 1.8x one thread
 CPU_LOOP_SPEEDUP_TARGET = 1000.0  # (16, 32, 32): >= 1000x the PyTorch loop
 
-# GPU (PERF.md, H200): measured ceilings and the targets per case.
+# GPU (docs/performance.md, "The ceilings"; measured on an H200): ceilings and the targets per case.
 GPU_CASES = [(16, 32, 32), (65536, 32, 32), (32, 1024, 1024), (1, 4096, 4096)]
 GPU_CEILING = {"fwd": 930.0, "fwd+bwd": 530.0}  # GCUPS, measured on the H200
 GPU_TARGETS = {  # linear gaps; ("ms", x): median <= x ms; ("GCUPS", x): GCUPS >= x
@@ -52,7 +52,7 @@ GPU_TARGETS = {  # linear gaps; ("ms", x): median <= x ms; ("GCUPS", x): GCUPS >
     (1, 4096, 4096): {"fwd": ("GCUPS", 20.0), "fwd+bwd": ("GCUPS", 10.0)},
 }
 AFFINE_FRACTION = 0.6  # affine targets: >= 60% of the linear figures
-MAX_INPUT_SETS = 16  # inputs rotated on the GPU while they fit in L2 (PERF.md)
+MAX_INPUT_SETS = 16  # inputs rotated on the GPU while they fit in L2 (docs/performance.md)
 
 
 @dataclass
@@ -184,7 +184,7 @@ def bench_cpu(threads: list[int], quick: bool) -> None:
     budget_s, min_reps, loop_reps = (0.5, 1, 1) if quick else (12.0, 3, 3)
     print(f"CPU: {cpu_name()}, torch {torch.__version__}, "
           f"float32, threads {threads}, time budget {budget_s:g} s per measurement")
-    print("ceiling = PERF.md one-thread targets x threads: "
+    print("ceiling = the one-thread targets x threads: "
           f"{CPU_CEILING_PER_THREAD['fwd'] * 1e3:g} M cells/s forward, "
           f"{CPU_CEILING_PER_THREAD['fwd+bwd'] * 1e3:g} M cells/s forward+backward per thread")
     rows = []
@@ -336,7 +336,7 @@ def bench_gpu(quick: bool) -> int:
 
 
 def print_memory(memory) -> None:
-    """Peak extra memory: forward without grad (PERF.md: O(B (M + N))), and forward+backward."""
+    """Peak extra memory: forward without grad (at most O(B (M + N))), and forward+backward."""
     mib = lambda n: f"{n / 2**20:.2f} MiB"  # noqa: E731
     print("\nPeak extra GPU memory (max_memory_allocated minus what was live, i.e. the input):")
     headers = ["case (B, M, N)", "gaps", "input", "fwd no grad", "B(M+N) floats",
@@ -349,7 +349,7 @@ def print_memory(memory) -> None:
                      f"{saved / nbytes:.2f}", mib(peak_bwd), f"{peak_bwd / nbytes:.2f}"])
     print_table(headers, rows, text_columns=2)
     print("(floats/cell = bytes / (4 B M N), the input holding 1; fwd+bwd counts the (B, M, N) "
-          "gradient itself; PERF.md: at most one saved float per cell per state)")
+          "gradient itself; at most one saved float per cell per state)")
 
 
 def main() -> int:

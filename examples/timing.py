@@ -1,4 +1,4 @@
-"""Timing helpers shared by the demo and the benchmark (PERF.md, "How to measure").
+"""Timing helpers shared by the demo and the benchmark (docs/performance.md, "How to reproduce").
 
     seed_loop                         the seed's PyTorch loop (test_py/reference.py), the baseline
     random_inputs(shape, device, n)   n random float32 score tensors, never zeros
