@@ -18,7 +18,7 @@ NEG_INF = float("-inf")
 
 
 # ----------------------------------------------------------------------------------------------
-# The seed (seed/000_*.txt): the loop that the default call must reproduce exactly.
+# The reference loop (docs/spec.md): the PyTorch loop that the default call must reproduce.
 # ----------------------------------------------------------------------------------------------
 def seed_loop(scores, gap_open=-1.0, temperature=1.0):
     """The seed's loop: H zeros (B, M+1, N+1); H[:, i, j] = t * logsumexp([0, match, delete,

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # On the CI machine: the CUDA library (sm_90a) of a git revision, optionally with extra CUDA
 # flags, as build-libs/NAME.so for tools/gpu_ab.sh's LIBS (carry build-libs, or a folder of the
-# libraries to compare: the device tool carries 64 MiB with the working tree). Its fatbin is
-# compressed (-Xfatbin=-compress-all: 4 MB instead of 17; the SASS is the same, cuobjdump reads
-# it), so that a dozen libraries fit in one carry; COMPRESS=0 leaves it plain (should a
-# compressed fatbin ever fail to load). Builds in a worktree of its own
-# under /tmp, kept between calls so that a rebuild only compiles what changed.
+# libraries to compare, to the GPU machine with the working tree). Its fatbin is compressed
+# (-Xfatbin=-compress-all: 4 MB instead of 17; the SASS is the same, cuobjdump reads it), so that
+# a dozen libraries fit in a 64 MiB carry; COMPRESS=0 leaves it plain. Builds in a worktree of
+# its own under /tmp, kept between calls so that a rebuild only compiles what changed.
 #   bash tools/build_variant.sh main main
 #   bash tools/build_variant.sh depth3 HEAD -DSOFTALIGN_SOME_MACRO=3
 #   bash tools/build_variant.sh wip                 (the working tree as it is, uncommitted)
