@@ -13,46 +13,20 @@ What every argument means is the contract in SPEC.md.
 from __future__ import annotations
 
 import numbers
-import os
-from pathlib import Path
 from typing import Optional, Union
 
 import torch
 
-__all__ = ["load_library", "library_path", "smith_waterman", "smith_waterman_alignment"]
+from ._library import cmake_prefix_path, library_path, load_library, package_version
+
+__version__ = package_version()
+__all__ = ["__version__", "cmake_prefix_path", "load_library", "library_path", "smith_waterman",
+           "smith_waterman_alignment"]
 
 Penalty = Union[float, torch.Tensor]
-_REPO = Path(__file__).resolve().parents[2]
-_loaded: Optional[str] = None
 
-
-def library_path() -> str:
-    """Where libsoftalign.so is: $SOFTALIGN_LIBRARY, else the repository's build/ folder."""
-    explicit = os.environ.get("SOFTALIGN_LIBRARY")
-    path = Path(explicit) if explicit else _REPO / "build" / "libsoftalign.so"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"libsoftalign.so not found at {path}: build it with `make build` "
-            "or point SOFTALIGN_LIBRARY at it")
-    return str(path)
-
-
-def load_library(path: Optional[str] = None) -> str:
-    """Loads the operator library once and returns its path."""
-    global _loaded
-    if _loaded is None:
-        # Already registered (the caller's torch.ops.load_library, or a C++ host linking it):
-        # a second copy's TORCH_LIBRARY would abort the process.
-        if torch._C._jit_get_schemas_for_operator("softalign::smith_waterman"):
-            _loaded = next((p for p in torch.ops.loaded_libraries
-                            if Path(p).name.startswith("libsoftalign")), "<registered>")
-        else:
-            _loaded = path or library_path()
-            torch.ops.load_library(_loaded)
-    elif path is not None and os.path.realpath(path) != os.path.realpath(_loaded):
-        raise RuntimeError(f"softalign is already loaded from {_loaded}; one process can load "
-                           f"only one libsoftalign, not also {path}")
-    return _loaded
+# Registers torch.ops.softalign.* on import.
+load_library()
 
 
 def _number(value, name: str) -> float:
