@@ -109,9 +109,9 @@ def test_number_overload_matches_tensor_overload():
 @pytest.mark.parametrize("op_", ["smith_waterman", "smith_waterman_alignment"])
 def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
     """Eager torch.ops resolution fell through to the numbers' overload, which read a one-element
-    tensor as a float (Tensor.__float__): the penalty's gradient silently disappeared (session
-    34's review). Now the open_tensor / extend_tensor overloads take such calls (the alignment
-    op's too, which has no autograd but read a CUDA tensor back to the host as a float)."""
+    tensor as a float (Tensor.__float__): the penalty's gradient silently disappeared. Now the
+    open_tensor / extend_tensor overloads take such calls (the alignment op's too, which has no
+    autograd but read a CUDA tensor back to the host as a float)."""
     scores = torch.randn(2, 4, 5, dtype=torch.float64)
     penalty = torch.tensor(-1.0 if which == "gap_open" else -0.5, dtype=torch.float64,
                            requires_grad=True)
@@ -130,8 +130,9 @@ def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
 
 
 LOADED_ELSEWHERE = """
-import pytest, torch, softalign
+import pytest, torch
 torch.ops.load_library({copy!r})
+import softalign  # loads the library on import: after the caller's copy, it takes that one
 print(float(softalign.smith_waterman(torch.zeros(2, 2))))
 with pytest.raises(RuntimeError, match="already loaded"):
     softalign.load_library({other!r})
@@ -140,7 +141,7 @@ with pytest.raises(RuntimeError, match="already loaded"):
 
 def test_wrapper_takes_a_library_the_caller_loaded(tmp_path):
     """torch.ops.load_library(a copy), then the wrapper: it loaded its own copy too, whose
-    TORCH_LIBRARY aborted the process (session 34's review)."""
+    TORCH_LIBRARY aborted the process."""
     copy = tmp_path / "libsoftalign.so"
     shutil.copy(softalign.load_library(), copy)
     run_in_fresh_process(LOADED_ELSEWHERE.format(copy=str(copy),

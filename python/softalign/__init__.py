@@ -13,20 +13,39 @@ What every argument means is the contract in SPEC.md.
 from __future__ import annotations
 
 import numbers
+import os
+from pathlib import Path
 from typing import Optional, Union
 
 import torch
 
-from ._library import cmake_prefix_path, library_path, load_library, package_version
+from . import _library
+from ._library import cmake_prefix_path, library_path
 
-__version__ = package_version()
 __all__ = ["__version__", "cmake_prefix_path", "load_library", "library_path", "smith_waterman",
            "smith_waterman_alignment"]
+__version__ = _library.package_version()
 
 Penalty = Union[float, torch.Tensor]
+_loaded: Optional[str] = None
 
-# Registers torch.ops.softalign.* on import.
-load_library()
+
+def load_library(path: Optional[str] = None) -> str:
+    """Loads the operator library once and returns its path."""
+    global _loaded
+    if _loaded is None:
+        # Already registered (the caller's torch.ops.load_library, or a C++ host linking it):
+        # a second copy's TORCH_LIBRARY would abort the process.
+        if torch._C._jit_get_schemas_for_operator("softalign::smith_waterman"):
+            _loaded = next((p for p in torch.ops.loaded_libraries
+                            if Path(p).name.startswith("libsoftalign")), "<registered>")
+        else:
+            _loaded = path or library_path()
+            _library.load(_loaded)
+    elif path is not None and os.path.realpath(path) != os.path.realpath(_loaded):
+        raise RuntimeError(f"softalign is already loaded from {_loaded}; one process can load "
+                           f"only one libsoftalign, not also {path}")
+    return _loaded
 
 
 def _number(value, name: str) -> float:
@@ -81,3 +100,7 @@ def smith_waterman_alignment(scores: torch.Tensor, gap_open: Penalty = -1.0,
     return getattr(torch.ops.softalign.smith_waterman_alignment, overload)(
         *args, temperature=temperature, lengths_a=lengths_a,
         lengths_b=lengths_b, mode=mode, reduction=reduction)
+
+
+# Registers torch.ops.softalign.* on import.
+load_library()

@@ -1,4 +1,4 @@
-"""Finding libsoftalign.so, checking it against the running torch, and loading it once.
+"""Finding libsoftalign.so and loading it after checking it against the running torch.
 
 Where the library is, first found wins:
   $SOFTALIGN_LIBRARY                     a build of one's own (the sanitizer run, GPU scripts)
@@ -23,8 +23,6 @@ BUILD_INFO = "softalign_build.json"
 #: The prefix that `find_package(softalign)` searches in an installed package: give it in
 #: CMAKE_PREFIX_PATH beside torch.utils.cmake_prefix_path.
 cmake_prefix_path = str(_PACKAGE)
-
-_loaded: Optional[str] = None
 
 
 def library_path() -> str:
@@ -83,30 +81,16 @@ def _check_torch(library: str) -> None:
         raise _mismatch(library, built, "the library has CUDA kernels; this torch is CPU-only")
 
 
-def load_library(path: Optional[str] = None) -> str:
-    """Loads the operator library once (registering torch.ops.softalign.*) and returns its path."""
-    global _loaded
-    if _loaded is None:
-        # Already registered (the caller's torch.ops.load_library, or a C++ host linking it):
-        # a second copy's TORCH_LIBRARY would abort the process.
-        if torch._C._jit_get_schemas_for_operator("softalign::smith_waterman"):
-            _loaded = next((p for p in torch.ops.loaded_libraries
-                            if Path(p).name.startswith("libsoftalign")), "<registered>")
-        else:
-            library = path or library_path()
-            _check_torch(library)
-            try:
-                torch.ops.load_library(library)
-            except OSError as error:
-                # torch wraps the dynamic loader's message: "Could not load this library: ...".
-                reason = f"{error} {error.__cause__ or ''}"
-                symbol = re.search(r"undefined symbol: (\S+)", reason)
-                if symbol is None:
-                    raise
-                raise _mismatch(library, build_info(library).get("torch"),
-                                f"undefined symbol {symbol.group(1)}") from error
-            _loaded = library
-    elif path is not None and os.path.realpath(path) != os.path.realpath(_loaded):
-        raise RuntimeError(f"softalign is already loaded from {_loaded}; one process can load "
-                           f"only one libsoftalign, not also {path}")
-    return _loaded
+def load(library: str) -> None:
+    """torch.ops.load_library(library), after comparing its recorded torch with the running one."""
+    _check_torch(library)
+    try:
+        torch.ops.load_library(library)
+    except OSError as error:
+        # torch wraps the dynamic loader's message: "Could not load this library: ...".
+        reason = f"{error} {error.__cause__ or ''}"
+        symbol = re.search(r"undefined symbol: (\S+)", reason)
+        if symbol is None:
+            raise
+        raise _mismatch(library, build_info(library).get("torch"),
+                        f"undefined symbol {symbol.group(1)}") from error
