@@ -22,6 +22,8 @@ ROOT=$PWD
 BUILD=${BUILD:-build}
 VENV=${VENV:-$BUILD/venv}
 PYTHON=${PYTHON:-$VENV/bin/python}
+# Absolute (steps run from /), the venv's link itself: resolved, it would be the system's python.
+case $PYTHON in */*) PYTHON=$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON") ;; esac
 TOL=1e-6
 [ "${1:-}" = "--no-build" ] || make -s build venv BUILD="$BUILD" VENV="$VENV"
 [ -f "$BUILD/libsoftalign.so" ] || { echo "no $BUILD/libsoftalign.so: run make build" >&2; exit 1; }
