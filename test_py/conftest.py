@@ -1,4 +1,5 @@
 """Shared fixtures: the loaded library, the devices to run on, and random problems."""
+import os
 import sys
 from pathlib import Path
 
@@ -6,12 +7,23 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
+# SOFTALIGN_TEST_INSTALLED=1 (make test): the installed package, never the source tree's python/.
+INSTALLED = os.environ.get("SOFTALIGN_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import softalign  # noqa: E402
 
-softalign.load_library()
+if INSTALLED:
+    assert not Path(softalign.__file__).is_relative_to(ROOT / "python"), (
+        f"SOFTALIGN_TEST_INSTALLED=1 but softalign came from the source tree: {softalign.__file__}")
+    assert "site-packages" in Path(softalign.__file__).parts, softalign.__file__
+
+
+def pytest_report_header():
+    return (f"softalign {softalign.__version__} from {Path(softalign.__file__).parent}, "
+            f"library {softalign.load_library()}")
 
 # CUDA cases carry "cuda" in their id, so `pytest -k cuda` runs just them on a GPU machine.
 DEVICES = [

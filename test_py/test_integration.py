@@ -130,8 +130,9 @@ def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
 
 
 LOADED_ELSEWHERE = """
-import pytest, torch, softalign
+import pytest, torch
 torch.ops.load_library({copy!r})
+import softalign  # loads the library on import: after the caller's copy, it takes that one
 print(float(softalign.smith_waterman(torch.zeros(2, 2))))
 with pytest.raises(RuntimeError, match="already loaded"):
     softalign.load_library({other!r})

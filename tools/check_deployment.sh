@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
-# Deployment check (issue 4): what a C++ user and a Python-to-C++ user do, each asserting numbers
-# against Python's torch.ops.softalign results.
+# Deployment check: what a C++ user and a Python-to-C++ user do, each asserting numbers against
+# Python's torch.ops.softalign results, with the package pip installed in a virtual environment.
 #   1. cmake --install the library into a fresh prefix; check the files of the CMake package;
-#   2. configure and build examples/cpp_app against that prefix (find_package(softalign));
-#   3. align_cli (the C++ API) vs examples/cpp_app/align_reference.py;
+#   2. the installed Python package: its library, build record, CMake package and RPATH;
+#   3. configure and build examples/cpp_app against the installed package (find_package(softalign)
+#      through softalign.cmake_prefix_path), align_cli (the C++ API) vs
+#      examples/cpp_app/align_reference.py;
 #   4. a TorchScript model saved by examples/export_torchscript.py, run by run_torchscript;
 #   5. examples/export_check.py: torch.export (strict, non-strict, dynamic shapes) equals eager,
 #      AOTInductor packaging, and the package run from C++ by run_aoti.
 #
-#   bash tools/check_deployment.sh              builds the library first (make build)
-#   bash tools/check_deployment.sh --no-build   uses $BUILD as it is (make deploy-check)
-# BUILD (default build) is the library's build folder; KEEP=1 keeps the work folder;
+#   bash tools/check_deployment.sh              builds and installs first (make build venv)
+#   bash tools/check_deployment.sh --no-build   uses $BUILD and $VENV as they are (make deploy-check)
+# BUILD (default build) is the library's build folder, VENV (default $BUILD/venv) the virtual
+# environment with the package installed (PYTHON: its python); KEEP=1 keeps the work folder;
 # SOFTALIGN_ALLOW_NO_AOTI=1 lets a torch without AOTInductor support pass (printing why).
 # Exits non-zero on any failure or mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
-PYTHON=${PYTHON:-python3}
+VENV=${VENV:-$BUILD/venv}
+PYTHON=${PYTHON:-$VENV/bin/python}
+# Absolute (steps run from /), the venv's link itself: resolved, it would be the system's python.
+case $PYTHON in */*) PYTHON=$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON") ;; esac
 TOL=1e-6
-[ "${1:-}" = "--no-build" ] || make -s build BUILD="$BUILD"
+[ "${1:-}" = "--no-build" ] || make -s build venv BUILD="$BUILD" VENV="$VENV"
 [ -f "$BUILD/libsoftalign.so" ] || { echo "no $BUILD/libsoftalign.so: run make build" >&2; exit 1; }
+# The installed package, not the source tree's python/.
+unset PYTHONPATH SOFTALIGN_LIBRARY
 
 WORK=$(mktemp -d /tmp/softalign-deploy.XXXXXX)
 if [ "${KEEP:-0}" = 1 ]; then echo "work folder: $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
@@ -49,15 +57,42 @@ built_cuda=$(sed -n 's/^SOFTALIGN_WITH_CUDA:BOOL=//p' "$BUILD/CMakeCache.txt")
 grep -q "^set(SOFTALIGN_WITH_CUDA ${built_cuda:-OFF})" "$PREFIX/lib/cmake/softalign/softalignConfig.cmake" ||
   { echo "softalignConfig.cmake does not record SOFTALIGN_WITH_CUDA=${built_cuda:-OFF}" >&2; exit 1; }
 echo "package files present; SOFTALIGN_WITH_CUDA=${built_cuda:-OFF}"
-# Python below loads the installed library too: the same binary the C++ programs use.
-export SOFTALIGN_LIBRARY=$PREFIX/lib/libsoftalign.so
+readelf -d "$PREFIX/lib/libsoftalign.so" | grep -E 'R(UN)?PATH'
+
+step "the Python package installed in $VENV"
+(cd / && "$PYTHON" - "$ROOT") <<'EOF'
+import json, sys
+from pathlib import Path
+import torch
+import softalign
+root, package = Path(sys.argv[1]), Path(softalign.__file__).parent
+assert "site-packages" in package.parts and not package.is_relative_to(root / "python"), package
+library = Path(softalign.library_path())
+assert library == package / "lib" / "libsoftalign.so", library
+assert str(library) in torch.ops.loaded_libraries, "import softalign loads the library"
+info = json.loads((library.parent / "softalign_build.json").read_text())
+assert info["torch"] == torch.__version__.split("+")[0], (info, torch.__version__)
+assert info["version"] == softalign.__version__, (info, softalign.__version__)
+config = Path(softalign.cmake_prefix_path) / "lib" / "cmake" / "softalign" / "softalignConfig.cmake"
+assert config.is_file() and (package / "include" / "softalign" / "softalign.h").is_file(), config
+print(f"softalign {softalign.__version__} in {package} (torch {torch.__version__})")
+EOF
+PACKAGED=$("$PYTHON" -c 'import softalign; print(softalign.library_path())')
+# In site-packages the library finds the torch wheel's libraries beside it, not this machine's.
+readelf -d "$PACKAGED" | grep -E 'R(UN)?PATH' | tee "$WORK/rpath.txt"
+grep -qF '$ORIGIN/../../torch/lib' "$WORK/rpath.txt" || { echo "no \$ORIGIN RPATH" >&2; exit 1; }
+# The examples' Python puts the source tree's python/ first: the installed library all the same.
+export SOFTALIGN_LIBRARY=$PACKAGED
 
 step "configure and build examples/cpp_app against the installed package"
-TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+APP_PREFIX=$("$PYTHON" -c 'import softalign, torch
+print(softalign.cmake_prefix_path + ";" + torch.utils.cmake_prefix_path)')
 cmake -S examples/cpp_app -B "$WORK/app" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  "-DCMAKE_PREFIX_PATH=$PREFIX;$TORCH_PREFIX" > "$WORK/app-configure.log" 2>&1 ||
+  "-DCMAKE_PREFIX_PATH=$APP_PREFIX" > "$WORK/app-configure.log" 2>&1 ||
   { cat "$WORK/app-configure.log"; exit 1; }
 grep "softalign .* from" "$WORK/app-configure.log"
+grep -q "softalign .* from .*site-packages/softalign/" "$WORK/app-configure.log" ||
+  { echo "find_package(softalign) did not find the installed package" >&2; exit 1; }
 cmake --build "$WORK/app" -j "$(nproc)" > "$WORK/app-build.log" 2>&1 || { cat "$WORK/app-build.log"; exit 1; }
 
 step "align_cli (C++ API) vs torch.ops from Python"

@@ -19,22 +19,15 @@ from typing import Optional, Union
 
 import torch
 
-__all__ = ["load_library", "library_path", "smith_waterman", "smith_waterman_alignment"]
+from . import _library
+from ._library import cmake_prefix_path, library_path
+
+__all__ = ["__version__", "cmake_prefix_path", "load_library", "library_path", "smith_waterman",
+           "smith_waterman_alignment"]
+__version__ = _library.package_version()
 
 Penalty = Union[float, torch.Tensor]
-_REPO = Path(__file__).resolve().parents[2]
 _loaded: Optional[str] = None
-
-
-def library_path() -> str:
-    """Where libsoftalign.so is: $SOFTALIGN_LIBRARY, else the repository's build/ folder."""
-    explicit = os.environ.get("SOFTALIGN_LIBRARY")
-    path = Path(explicit) if explicit else _REPO / "build" / "libsoftalign.so"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"libsoftalign.so not found at {path}: build it with `make build` "
-            "or point SOFTALIGN_LIBRARY at it")
-    return str(path)
 
 
 def load_library(path: Optional[str] = None) -> str:
@@ -48,7 +41,7 @@ def load_library(path: Optional[str] = None) -> str:
                             if Path(p).name.startswith("libsoftalign")), "<registered>")
         else:
             _loaded = path or library_path()
-            torch.ops.load_library(_loaded)
+            _library.load(_loaded)
     elif path is not None and os.path.realpath(path) != os.path.realpath(_loaded):
         raise RuntimeError(f"softalign is already loaded from {_loaded}; one process can load "
                            f"only one libsoftalign, not also {path}")
@@ -107,3 +100,7 @@ def smith_waterman_alignment(scores: torch.Tensor, gap_open: Penalty = -1.0,
     return getattr(torch.ops.softalign.smith_waterman_alignment, overload)(
         *args, temperature=temperature, lengths_a=lengths_a,
         lengths_b=lengths_b, mode=mode, reduction=reduction)
+
+
+# Registers torch.ops.softalign.* on import.
+load_library()
