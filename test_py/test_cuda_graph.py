@@ -47,7 +47,7 @@ def call(x, end, backward):
     """The score, and with `backward` the gradients of sum(weights * score) as well."""
     mode, reduction = end
     leaves = [x[k].requires_grad_(backward) for k in LEAVES if k in x]
-    score = softalign.smith_waterman(x["scores"], x["gap_open"], x.get("gap_extend"),
+    score = softalign.smith_waterman(x["scores"], x["gap_open"], gap_extend=x.get("gap_extend"),
                                      temperature=1.0, lengths_a=x.get("lengths_a"),
                                      lengths_b=x.get("lengths_b"), mode=mode,
                                      reduction=reduction)
@@ -113,7 +113,7 @@ def test_cuda_graph_number_penalty_with_a_tensor_one():
     static = make_inputs("affine", "striped", True, seed=0)
     static["gap_extend"] = None
     graph = torch.cuda.CUDAGraph()
-    run = lambda x: softalign.smith_waterman(x["scores"], x["gap_open"], -0.5,  # noqa: E731
+    run = lambda x: softalign.smith_waterman(x["scores"], x["gap_open"], gap_extend=-0.5,  # noqa: E731
                                              lengths_a=x["lengths_a"], reduction="soft")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

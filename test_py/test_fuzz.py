@@ -138,7 +138,7 @@ def invalid_arguments(scores, gap_open, gap_extend, temperature, lengths_a, leng
     B, M, N = (1,) + tuple(scores.shape) if scores.dim() == 2 else tuple(scores.shape)
     if mode not in ("local", "global"):
         bad.add("mode")
-    if reduction not in ("max", "soft"):
+    if reduction not in ("max", "soft") or (mode == "global" and reduction == "soft"):
         bad.add("reduction")
     t = float(temperature)
     finfo = torch.finfo(compute_dtype(scores.dtype))
@@ -146,6 +146,8 @@ def invalid_arguments(scores, gap_open, gap_extend, temperature, lengths_a, leng
         bad.add("temperature")
     for name, p in (("gap_open", gap_open), ("gap_extend", gap_extend)):
         if not torch.is_tensor(p):
+            if p is not None and p > 0:  # a number penalty is added: > 0 is a sign mistake
+                bad.add(name)
             continue
         shape = tuple(p.shape)
         if len(shape) == 1:
@@ -262,9 +264,9 @@ def test_fuzz_argument_surface(data):
           "op": torch.ops.softalign.smith_waterman,
           "op_alignment": torch.ops.softalign.smith_waterman_alignment}[entry]
     try:
-        out = fn(scores, gap_open, gap_extend, temperature=temperature, lengths_a=lengths_a,
+        out = fn(scores, gap_open, gap_extend=gap_extend, temperature=temperature, lengths_a=lengths_a,
                  lengths_b=lengths_b, mode=mode, reduction=reduction)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError) as err:
         message = str(err)
         assert "INTERNAL ASSERT" not in message, message
         assert bad or maybe_bad, f"valid input refused: {message}"

@@ -81,7 +81,7 @@ def main():
                     A, X, Y = forward(s, o, e, t, mode == "local")
                     got = score(A, X, Y, t, mode, reduction)
                     want = softalign.smith_waterman(
-                        torch.tensor(s)[None], o, e, temperature=t, mode=mode,
+                        torch.tensor(s)[None], o, gap_extend=e, temperature=t, mode=mode,
                         reduction=reduction).item()
                     assert abs(got - want) <= 1e-9 * max(1.0, abs(want)), (mode, reduction, t, o, e, got, want)
                     bound = max(abs(o), abs(e)) * math.log2(math.e) / t

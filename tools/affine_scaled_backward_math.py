@@ -109,7 +109,7 @@ def check(mode, reduction, M, N, t, o, e, seed):
     S = torch.tensor(s, requires_grad=True)
     op = torch.tensor(o, dtype=torch.float64, requires_grad=True)
     ex = torch.tensor(e, dtype=torch.float64, requires_grad=True)
-    want = softalign.smith_waterman(S[None], op, ex, temperature=t, mode=mode, reduction=reduction)
+    want = softalign.smith_waterman(S[None], op, gap_extend=ex, temperature=t, mode=mode, reduction=reduction)
     want.sum().backward()
     errors = (abs(float(want.detach()) - score), np.abs(S.grad.numpy() - dS).max(),
               abs(float(op.grad) - do), abs(float(ex.grad) - de), abs(float(ex.grad) - de_spans))
