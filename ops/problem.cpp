@@ -173,8 +173,8 @@ double penalty_number(const c10::Scalar& value, const char* name) {
   TORCH_CHECK(!value.isComplex(), name, " must be a real number, got ", value);
   const double number = value.toDouble();
   TORCH_CHECK(!(number > 0), name, " must be <= 0: penalties are added to the score (the "
-              "seed's gap_open = -1.0), so BLAST's and EMBOSS's gap cost 11 is ", name, "=",
-              -number, ", got ", name, "=", number);
+              "seed's gap_open = -1.0), so a gap cost of ", number, " (BLAST's and EMBOSS's "
+              "convention) is ", name, "=", -number, ", got ", name, "=", number);
   return number;
 }
 

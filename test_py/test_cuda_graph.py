@@ -151,13 +151,13 @@ softalign.load_library()
 gen = torch.Generator().manual_seed(5)
 S = torch.randn(70000, 9, 16, generator=gen)
 o, e = torch.full((70000, 1, 1), -1.1), torch.full((70000, 1, 1), -0.4)
-want = softalign.smith_waterman(S, o, e, temperature=0.7)  # the CPU backend
+want = softalign.smith_waterman(S, o, gap_extend=e, temperature=0.7)  # the CPU backend
 S, o, e = S.cuda(), o.cuda(), e.cuda()
 graph = torch.cuda.CUDAGraph()
 with torch.cuda.graph(graph):  # no call on the GPU before this one
-    got = softalign.smith_waterman(S, o, e, temperature=0.7)
+    got = softalign.smith_waterman(S, o, gap_extend=e, temperature=0.7)
 graph.replay()
-eager = softalign.smith_waterman(S, o, e, temperature=0.7)
+eager = softalign.smith_waterman(S, o, gap_extend=e, temperature=0.7)
 torch.cuda.synchronize()
 print("max error", float((got.cpu() - want).abs().max()))
 torch.testing.assert_close(got, eager, rtol=0, atol=0)  # as every replay here: bit for bit

@@ -84,7 +84,7 @@ import resource, torch, softalign
 S = torch.randn(1, 5000, 5000, requires_grad=True)
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # the SIMD sweep's tables: 4.8 GB
 try:
-    softalign.smith_waterman(S, -1.0, -0.5).sum().backward()
+    softalign.smith_waterman(S, -1.0, gap_extend=-0.5).sum().backward()
 except (MemoryError, RuntimeError):
     pass
 """

@@ -133,8 +133,15 @@ def invalid_arguments(scores, gap_open, gap_extend, temperature, lengths_a, leng
                       reduction):
     """The arguments SPEC (and problem.cpp's documented checks) say are invalid."""
     bad = set()
+    # Judged without the scores: a number penalty > 0 (a sign mistake), lengths not a tensor.
+    for name, p in (("gap_open", gap_open), ("gap_extend", gap_extend)):
+        if not torch.is_tensor(p) and p is not None and p > 0:
+            bad.add(name)
+    for name, lengths in (("lengths_a", lengths_a), ("lengths_b", lengths_b)):
+        if lengths is not None and not torch.is_tensor(lengths):
+            bad.add(name)
     if scores.dim() not in (2, 3) or not scores.dtype.is_floating_point:
-        return {"scores"}  # nothing else can be judged without (B, M, N)
+        return bad | {"scores"}  # nothing else can be judged without (B, M, N)
     B, M, N = (1,) + tuple(scores.shape) if scores.dim() == 2 else tuple(scores.shape)
     if mode not in ("local", "global"):
         bad.add("mode")
@@ -146,8 +153,6 @@ def invalid_arguments(scores, gap_open, gap_extend, temperature, lengths_a, leng
         bad.add("temperature")
     for name, p in (("gap_open", gap_open), ("gap_extend", gap_extend)):
         if not torch.is_tensor(p):
-            if p is not None and p > 0:  # a number penalty is added: > 0 is a sign mistake
-                bad.add(name)
             continue
         shape = tuple(p.shape)
         if len(shape) == 1:

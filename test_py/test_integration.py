@@ -42,11 +42,13 @@ def test_gradcheck(model, mode, reduction, device):
 def test_opcheck(model, device):
     p = tensor_args(make_problem(model, "local", "soft", 0.7, B=2, M=4, N=5, penalties="item",
                                  lengths=True, seed=2).on(device))
-    args = (p.scores, p.gap_open, p.gap_extend, p.temperature, p.lengths_a, p.lengths_b,
-            p.mode, p.reduction)
-    torch.library.opcheck(torch.ops.softalign.smith_waterman.tensor, args)
-    detached = tuple(a.detach() if torch.is_tensor(a) else a for a in args)
-    torch.library.opcheck(torch.ops.softalign.smith_waterman_alignment.tensor, detached)
+    args = (p.scores, p.gap_open)
+    kwargs = dict(gap_extend=p.gap_extend, temperature=p.temperature, lengths_a=p.lengths_a,
+                  lengths_b=p.lengths_b, mode=p.mode, reduction=p.reduction)
+    torch.library.opcheck(torch.ops.softalign.smith_waterman.tensor, args, kwargs)
+    detach = lambda a: a.detach() if torch.is_tensor(a) else a  # noqa: E731
+    torch.library.opcheck(torch.ops.softalign.smith_waterman_alignment.tensor,
+                          tuple(map(detach, args)), {k: detach(v) for k, v in kwargs.items()})
 
 
 class SoftAlignModel(torch.nn.Module):
@@ -114,9 +116,10 @@ def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
     scores = torch.randn(2, 4, 5, dtype=torch.float64)
     penalty = torch.tensor(-1.0 if which == "gap_open" else -0.5, dtype=torch.float64,
                            requires_grad=True)
-    args = (penalty, -0.5) if which == "gap_open" else (-1.0, penalty)
-    got = getattr(torch.ops.softalign, op_)(scores, *args, temperature=0.7)
-    want = getattr(softalign, op_)(scores, *args, temperature=0.7)
+    gap_open, gap_extend = (penalty, -0.5) if which == "gap_open" else (-1.0, penalty)
+    got = getattr(torch.ops.softalign, op_)(scores, gap_open, gap_extend=gap_extend,
+                                            temperature=0.7)
+    want = getattr(softalign, op_)(scores, gap_open, gap_extend=gap_extend, temperature=0.7)
     if op_ == "smith_waterman_alignment":  # no autograd: the values, without a float()
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -95,8 +95,8 @@ def _penalty_number(value, name: str) -> float:
     number = _number(value, name)
     if number > 0:
         raise ValueError(f"{name} must be <= 0: penalties are added to the score (the seed's "
-                         f"gap_open = -1.0), so BLAST's and EMBOSS's gap cost {number:g} is "
-                         f"{name}={-number:g}, got {name}={number:g}")
+                         f"gap_open = -1.0), so a gap cost of {number:g} (BLAST's and EMBOSS's "
+                         f"convention) is {name}={-number:g}, got {name}={number:g}")
     return number
 
 
