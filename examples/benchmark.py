@@ -126,7 +126,7 @@ def print_table(headers: list[str], rows: list[list[str]], text_columns: int) ->
 
 def op(gaps: str):
     gap_open, gap_extend = GAPS[gaps]
-    return lambda x: softalign.smith_waterman(x, gap_open, gap_extend, temperature=1.0)
+    return lambda x: softalign.smith_waterman(x, gap_open, gap_extend=gap_extend, temperature=1.0)
 
 
 def loop_baseline(x: torch.Tensor) -> torch.Tensor:

@@ -122,9 +122,9 @@ def main() -> None:
           f"gap open {GAP_OPEN:g}, extend {GAP_EXTEND:g}")
 
     soft, soft_alignment = softalign.smith_waterman_alignment(
-        scores, GAP_OPEN, GAP_EXTEND, temperature=1.0)
+        scores, GAP_OPEN, gap_extend=GAP_EXTEND, temperature=1.0)
     hard, hard_alignment = softalign.smith_waterman_alignment(
-        scores, GAP_OPEN, GAP_EXTEND, temperature=0.0)
+        scores, GAP_OPEN, gap_extend=GAP_EXTEND, temperature=0.0)
     verdict = "ok" if hard.item() == EXPECTED_HARD_SCORE else "MISMATCH"
     print(f"  soft score (t = 1): {soft.item():.3f}")
     print(f"  hard score (t = 0): {hard.item():.1f}   "

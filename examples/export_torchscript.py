@@ -44,7 +44,7 @@ class SoftAlignScorer(torch.nn.Module):
         eb = self.embed[tokens_b]                                   # (B, N, D)
         scores = torch.matmul(ea @ self.interaction, eb.transpose(1, 2)) * self.scale + self.bias
         return torch.ops.softalign.smith_waterman(
-            scores, self.gap_open, self.gap_extend, temperature=self.temperature,
+            scores, self.gap_open, gap_extend=self.gap_extend, temperature=self.temperature,
             lengths_a=lengths_a, lengths_b=lengths_b, mode="local", reduction="soft")
 
 

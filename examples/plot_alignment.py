@@ -23,10 +23,10 @@ def alignments(model, batch, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(soft at t = 1, hard at t = 0) alignment matrices of pair k, cut to its lengths, on CPU."""
     m, n = int(batch.lengths_a[k]), int(batch.lengths_b[k])
     scores = model.scores(batch)[k, :m, :n]
-    gaps = model.gap_open.detach(), model.gap_extend.detach()
-    _, soft = softalign.smith_waterman_alignment(scores, *gaps, temperature=1.0, mode="local",
+    gaps = dict(gap_open=model.gap_open.detach(), gap_extend=model.gap_extend.detach())
+    _, soft = softalign.smith_waterman_alignment(scores, **gaps, temperature=1.0, mode="local",
                                                  reduction="soft")
-    _, hard = softalign.smith_waterman_alignment(scores, *gaps, temperature=0.0, mode="local")
+    _, hard = softalign.smith_waterman_alignment(scores, **gaps, temperature=0.0, mode="local")
     return soft.float().cpu(), hard.float().cpu()
 
 

@@ -239,7 +239,7 @@ def nll(model: SubstitutionModel, batch: Batch, temperature: float = 1.0) -> tor
     """Per pair: log Z (soft Smith-Waterman) - score of the planted path, in units of t."""
     scores = model.scores(batch)
     log_z = softalign.smith_waterman(
-        scores, model.gap_open, model.gap_extend, temperature=temperature,
+        scores, model.gap_open, gap_extend=model.gap_extend, temperature=temperature,
         lengths_a=batch.lengths_a, lengths_b=batch.lengths_b, mode="local", reduction="soft")
     planted = ((scores * batch.planted).sum((1, 2)) + batch.opens * model.gap_open
                + batch.extends * model.gap_extend)
@@ -250,7 +250,7 @@ def nll(model: SubstitutionModel, batch: Batch, temperature: float = 1.0) -> tor
 def hard_alignment(model: SubstitutionModel, batch: Batch) -> torch.Tensor:
     """The optimal local alignment (temperature 0) of every pair, as a 0/1 (B, M, N) matrix."""
     _, alignment = softalign.smith_waterman_alignment(
-        model.scores(batch), model.gap_open.detach(), model.gap_extend.detach(), temperature=0.0,
+        model.scores(batch), model.gap_open.detach(), gap_extend=model.gap_extend.detach(), temperature=0.0,
         lengths_a=batch.lengths_a, lengths_b=batch.lengths_b, mode="local")
     return alignment
 

@@ -68,7 +68,8 @@ std::tuple<at::Tensor, at::Tensor> smith_waterman_alignment_kernel(
     c10::string_view mode, c10::string_view reduction) {
   const Problem p = make_problem(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b,
                                  mode, reduction);
-  const ProblemGrads out = run_at_unit_seed<Backend>(p);
+  ProblemGrads out = run_at_unit_seed<Backend>(p);
+  nan_items_to_nan(out.scores, out.score);
   return {score_to_caller(p, out.score), scores_grad_to_caller(p, out.scores)};
 }
 

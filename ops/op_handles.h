@@ -16,6 +16,16 @@ using AlignmentOp = std::tuple<at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
     const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
     c10::string_view);
+// The overloads whose temperature is a tensor.
+using ScoreTemperatureTensorOp = at::Tensor(const at::Tensor&, const at::Tensor&,
+                                            const std::optional<at::Tensor>&, const at::Tensor&,
+                                            const std::optional<at::Tensor>&,
+                                            const std::optional<at::Tensor>&, c10::string_view,
+                                            c10::string_view);
+using AlignmentTemperatureTensorOp = std::tuple<at::Tensor, at::Tensor>(
+    const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const at::Tensor&,
+    const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
+    c10::string_view);
 using BackwardOp = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
     double, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, c10::string_view,
@@ -40,6 +50,18 @@ inline const c10::TypedOperatorHandle<ScoreOp>& score_op() {
 
 inline const c10::TypedOperatorHandle<AlignmentOp>& alignment_op() {
   static const auto op = find_op<AlignmentOp>("softalign::smith_waterman_alignment", "tensor");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<ScoreTemperatureTensorOp>& score_t_op() {
+  static const auto op =
+      find_op<ScoreTemperatureTensorOp>("softalign::smith_waterman", "temperature_tensor");
+  return op;
+}
+
+inline const c10::TypedOperatorHandle<AlignmentTemperatureTensorOp>& alignment_t_op() {
+  static const auto op = find_op<AlignmentTemperatureTensorOp>(
+      "softalign::smith_waterman_alignment", "temperature_tensor");
   return op;
 }
 

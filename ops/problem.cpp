@@ -161,7 +161,40 @@ at::Tensor normalise_lengths(const std::optional<at::Tensor>& lengths, const cha
   return out;
 }
 
+bool reduction_applies(std::string_view mode, std::string_view reduction) {
+  return mode == "local" || reduction == "max";
+}
+
 }  // namespace
+
+double penalty_number(const c10::Scalar& value, const char* name) {
+  TORCH_CHECK(!value.isBoolean(), name,
+              " must be a number or a floating-point tensor, got a bool (", value, ")");
+  TORCH_CHECK(!value.isComplex(), name, " must be a real number, got ", value);
+  const double number = value.toDouble();
+  TORCH_CHECK(!(number > 0), name, " must be <= 0: penalties are added to the score (the "
+              "seed's gap_open = -1.0), so a gap cost of ", number, " (BLAST's and EMBOSS's "
+              "convention) is ", name, "=", -number, ", got ", name, "=", number);
+  return number;
+}
+
+at::Tensor number_penalty_tensor(double value, const at::Tensor& scores) {
+  return number_tensor(value, scores.options().dtype(compute_dtype(scores.scalar_type())));
+}
+
+at::Tensor nan_of_items(const at::Tensor& score) {
+  return at::clamp(score, 0, 0);  // clamp keeps NaN, sends +-inf to 0
+}
+
+void nan_items_to_nan(at::Tensor& grad, const at::Tensor& score) {
+  const at::Tensor nan_items = at::isnan(score.reshape({grad.size(0)}));
+  // On the CPU, reading the flag back is free and spares the pass over (B, M, N) when no item
+  // is NaN; on a device it would wait for the device (and break CUDA graph capture).
+  if (grad.is_cpu() && !nan_items.any().item<bool>()) return;
+  std::vector<int64_t> shape(grad.dim(), 1);
+  shape[0] = grad.size(0);
+  grad.masked_fill_(nan_items.view(shape), std::numeric_limits<double>::quiet_NaN());
+}
 
 at::Tensor number_tensor(double value, const at::TensorOptions& options) {
 #ifdef SOFTALIGN_WITH_CUDA
@@ -184,6 +217,10 @@ Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
               mode, "\"");
   TORCH_CHECK(reduction == "max" || reduction == "soft",
               "reduction must be \"max\" or \"soft\", got \"", reduction, "\"");
+  TORCH_CHECK(reduction_applies(mode, reduction),
+              "reduction=\"soft\" applies to mode=\"local\" only (a global alignment has one end "
+              "cell, nothing to reduce): pass reduction=\"max\" (the default) with "
+              "mode=\"global\"");
   TORCH_CHECK(std::isfinite(temperature) && temperature >= 0,
               "temperature must be finite and >= 0, got ", temperature);
   check_temperature_range(temperature, compute_dtype(scores.scalar_type()));

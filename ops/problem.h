@@ -3,10 +3,12 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/Scalar.h>
 
 #include <optional>
 #include <string_view>
 
+#include "registration.h"  // SOFTALIGN_LIBRARY_IMPL, for every file that registers kernels
 #include "views.h"
 
 namespace softalign {
@@ -35,6 +37,22 @@ inline at::ScalarType compute_dtype(at::ScalarType t) {
 
 // A number (a penalty given as one) as a 0-d tensor with these options (compute dtype, device).
 at::Tensor number_tensor(double value, const at::TensorOptions& options);
+
+// A penalty given as a number, checked: a real number <= 0 (penalties are added to the score),
+// not a bool; NaN propagates (SPEC "Bad input"). `name` is the argument's.
+double penalty_number(const c10::Scalar& value, const char* name);
+
+// A number penalty as a 0-d tensor in the dtype the kernels compute in, on the scores' device.
+at::Tensor number_penalty_tensor(double value, const at::Tensor& scores);
+
+// What autograd's backward adds to grad so that an item whose score is NaN gets NaN gradients
+// everywhere (the kernels' gradient of a NaN item may be finite): NaN for those items, 0 for
+// the others (finite or infinite scores alike). Same shape as score.
+at::Tensor nan_of_items(const at::Tensor& score);
+
+// An item whose score is NaN gets a NaN d score / d scores (the alignment op's output, which has
+// no grad to carry it). In place on `grad`, (B, M, N).
+void nan_items_to_nan(at::Tensor& grad, const at::Tensor& score);
 
 // Checks every argument (naming it in the error) and normalises it.
 Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,

@@ -89,4 +89,31 @@ TEST(SmithWaterman, BadInputNamesTheArgument) {
                c10::Error);
 }
 
+TEST(SmithWaterman, APositiveNumberPenaltyNamesTheSignConvention) {
+  try {
+    softalign::SmithWatermanOptions().gap_open(11);
+    FAIL() << "gap_open = 11 (BLAST's cost) must be an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gap_open must be <= 0"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gap_open=-11"), std::string::npos);
+  }
+  EXPECT_THROW(softalign::SmithWatermanOptions().gap_extend(0.5), c10::Error);
+}
+
+TEST(SmithWaterman, TensorTemperatureHasTheNumbersValueAndAGradient) {
+  torch::manual_seed(2);
+  const auto scores = torch::randn({3, 5, 6}, torch::kFloat64);
+  const auto base = softalign::SmithWatermanOptions().gap_open(-1.0).gap_extend(-0.3);
+  const auto t = torch::tensor(0.6, torch::kFloat64).requires_grad_();
+  const auto score = softalign::smith_waterman(scores, softalign::SmithWatermanOptions(base).temperature(t));
+  EXPECT_TRUE(torch::equal(score.detach(), softalign::smith_waterman(
+                                               scores, softalign::SmithWatermanOptions(base).temperature(0.6))));
+  score.sum().backward();
+  const double eps = 1e-6;
+  const auto at = [&](double u) {
+    return softalign::smith_waterman(scores, softalign::SmithWatermanOptions(base).temperature(u)).sum().item<double>();
+  };
+  EXPECT_NEAR(t.grad().item<double>(), (at(0.6 + eps) - at(0.6 - eps)) / (2 * eps), 1e-6);
+}
+
 }  // namespace

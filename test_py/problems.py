@@ -11,6 +11,8 @@ from reference import reference
 MODELS = ["linear", "affine"]
 MODES = ["local", "global"]
 REDUCTIONS = ["max", "soft"]
+# (mode, reduction) pairs: "soft" reduces local mode's end cells; global has one end cell.
+ENDS = [("local", "max"), ("local", "soft"), ("global", "max")]
 
 
 @dataclass

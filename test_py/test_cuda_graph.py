@@ -47,7 +47,7 @@ def call(x, end, backward):
     """The score, and with `backward` the gradients of sum(weights * score) as well."""
     mode, reduction = end
     leaves = [x[k].requires_grad_(backward) for k in LEAVES if k in x]
-    score = softalign.smith_waterman(x["scores"], x["gap_open"], x.get("gap_extend"),
+    score = softalign.smith_waterman(x["scores"], x["gap_open"], gap_extend=x.get("gap_extend"),
                                      temperature=1.0, lengths_a=x.get("lengths_a"),
                                      lengths_b=x.get("lengths_b"), mode=mode,
                                      reduction=reduction)
@@ -113,7 +113,7 @@ def test_cuda_graph_number_penalty_with_a_tensor_one():
     static = make_inputs("affine", "striped", True, seed=0)
     static["gap_extend"] = None
     graph = torch.cuda.CUDAGraph()
-    run = lambda x: softalign.smith_waterman(x["scores"], x["gap_open"], -0.5,  # noqa: E731
+    run = lambda x: softalign.smith_waterman(x["scores"], x["gap_open"], gap_extend=-0.5,  # noqa: E731
                                              lengths_a=x["lengths_a"], reduction="soft")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -151,13 +151,13 @@ softalign.load_library()
 gen = torch.Generator().manual_seed(5)
 S = torch.randn(70000, 9, 16, generator=gen)
 o, e = torch.full((70000, 1, 1), -1.1), torch.full((70000, 1, 1), -0.4)
-want = softalign.smith_waterman(S, o, e, temperature=0.7)  # the CPU backend
+want = softalign.smith_waterman(S, o, gap_extend=e, temperature=0.7)  # the CPU backend
 S, o, e = S.cuda(), o.cuda(), e.cuda()
 graph = torch.cuda.CUDAGraph()
 with torch.cuda.graph(graph):  # no call on the GPU before this one
-    got = softalign.smith_waterman(S, o, e, temperature=0.7)
+    got = softalign.smith_waterman(S, o, gap_extend=e, temperature=0.7)
 graph.replay()
-eager = softalign.smith_waterman(S, o, e, temperature=0.7)
+eager = softalign.smith_waterman(S, o, gap_extend=e, temperature=0.7)
 torch.cuda.synchronize()
 print("max error", float((got.cpu() - want).abs().max()))
 torch.testing.assert_close(got, eager, rtol=0, atol=0)  # as every replay here: bit for bit

@@ -25,7 +25,7 @@ def test_global_empty_dimension_charges_every_gap(device):
     torch.testing.assert_close(softalign.smith_waterman(scores, -0.5, mode="global").cpu(),
                                torch.full((2,), -2.5))
     torch.testing.assert_close(
-        softalign.smith_waterman(scores, -2.0, -0.5, mode="global").cpu(),
+        softalign.smith_waterman(scores, -2.0, gap_extend=-0.5, mode="global").cpu(),
         torch.full((2,), -4.0))  # one open, four extends
 
 
@@ -34,7 +34,8 @@ def test_global_empty_dimension_charges_every_gap(device):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("model", MODELS)
 def test_minus_inf_scores_are_forbidden_pairs(model, mode, temperature, device):
-    p = make_problem(model, mode, "soft", temperature, B=3, M=6, N=5, seed=3)
+    p = make_problem(model, mode, "soft" if mode == "local" else "max", temperature, B=3, M=6,
+                     N=5, seed=3)
     mask = torch.rand(p.scores.shape, generator=torch.Generator().manual_seed(1)) < 0.3
     p.scores = p.scores.masked_fill(mask, -math.inf)
     p.scores[1] = -math.inf  # a whole item forbidden
@@ -46,7 +47,7 @@ def test_minus_inf_scores_are_forbidden_pairs(model, mode, temperature, device):
 def test_minus_inf_penalty_forbids_gaps(model, device):
     scores = torch.randn(2, 5, 5, dtype=torch.float64, device=device)
     gap_extend = -math.inf if model == "affine" else None
-    got = softalign.smith_waterman(scores, -math.inf, gap_extend, temperature=0.0,
+    got = softalign.smith_waterman(scores, -math.inf, gap_extend=gap_extend, temperature=0.0,
                                    mode="global")
     torch.testing.assert_close(got, scores.diagonal(dim1=1, dim2=2).sum(-1))  # no gap at all
 

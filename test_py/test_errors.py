@@ -22,7 +22,7 @@ CASES = {
                       "gap_open of shape .* does not broadcast"),
     "penalty per item": (lambda: softalign.smith_waterman(S, torch.zeros(3)),
                          "gap_open of 1 dimension must hold one value per item"),
-    "extend shape": (lambda: softalign.smith_waterman(S, -1.0, torch.zeros(5, 1)),
+    "extend shape": (lambda: softalign.smith_waterman(S, -1.0, gap_extend=torch.zeros(5, 1)),
                      "gap_extend of shape .* does not broadcast"),
     "integer penalty": (lambda: softalign.smith_waterman(S, torch.tensor([1, 2])),
                         "gap_open must be a float"),
@@ -83,7 +83,7 @@ import resource, torch, softalign
 S = torch.randn(1, 5000, 5000, requires_grad=True)
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # the SIMD sweep's tables: 4.8 GB
 try:
-    softalign.smith_waterman(S, -1.0, -0.5).sum().backward()
+    softalign.smith_waterman(S, -1.0, gap_extend=-0.5).sum().backward()
 except (MemoryError, RuntimeError):
     pass
 """

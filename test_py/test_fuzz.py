@@ -133,12 +133,19 @@ def invalid_arguments(scores, gap_open, gap_extend, temperature, lengths_a, leng
                       reduction):
     """The arguments SPEC (and problem.cpp's documented checks) say are invalid."""
     bad = set()
+    # Judged without the scores: a number penalty > 0 (a sign mistake), lengths not a tensor.
+    for name, p in (("gap_open", gap_open), ("gap_extend", gap_extend)):
+        if not torch.is_tensor(p) and p is not None and p > 0:
+            bad.add(name)
+    for name, lengths in (("lengths_a", lengths_a), ("lengths_b", lengths_b)):
+        if lengths is not None and not torch.is_tensor(lengths):
+            bad.add(name)
     if scores.dim() not in (2, 3) or not scores.dtype.is_floating_point:
-        return {"scores"}  # nothing else can be judged without (B, M, N)
+        return bad | {"scores"}  # nothing else can be judged without (B, M, N)
     B, M, N = (1,) + tuple(scores.shape) if scores.dim() == 2 else tuple(scores.shape)
     if mode not in ("local", "global"):
         bad.add("mode")
-    if reduction not in ("max", "soft"):
+    if reduction not in ("max", "soft") or (mode == "global" and reduction == "soft"):
         bad.add("reduction")
     t = float(temperature)
     finfo = torch.finfo(compute_dtype(scores.dtype))
@@ -262,9 +269,9 @@ def test_fuzz_argument_surface(data):
           "op": torch.ops.softalign.smith_waterman,
           "op_alignment": torch.ops.softalign.smith_waterman_alignment}[entry]
     try:
-        out = fn(scores, gap_open, gap_extend, temperature=temperature, lengths_a=lengths_a,
+        out = fn(scores, gap_open, gap_extend=gap_extend, temperature=temperature, lengths_a=lengths_a,
                  lengths_b=lengths_b, mode=mode, reduction=reduction)
-    except (RuntimeError, TypeError) as err:
+    except (RuntimeError, TypeError, ValueError) as err:
         message = str(err)
         assert "INTERNAL ASSERT" not in message, message
         assert bad or maybe_bad, f"valid input refused: {message}"

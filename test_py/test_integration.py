@@ -10,7 +10,7 @@ import torch
 import softalign
 from conftest import DEVICES
 from fresh_process import ROOT, run_in_fresh_process
-from problems import MODELS, MODES, REDUCTIONS, make_problem
+from problems import ENDS, MODELS, make_problem
 
 
 def tensor_args(p):
@@ -22,8 +22,7 @@ def tensor_args(p):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode,reduction", ENDS)
 @pytest.mark.parametrize("model", MODELS)
 def test_gradcheck(model, mode, reduction, device):
     p = tensor_args(make_problem(model, mode, reduction, 0.7, B=2, M=4, N=5,
@@ -32,7 +31,7 @@ def test_gradcheck(model, mode, reduction, device):
 
     def fn(scores, gap_open, gap_extend=None):
         return torch.ops.softalign.smith_waterman(
-            scores, gap_open, gap_extend, temperature=p.temperature, lengths_a=p.lengths_a,
+            scores, gap_open, gap_extend=gap_extend, temperature=p.temperature, lengths_a=p.lengths_a,
             lengths_b=p.lengths_b, mode=p.mode, reduction=p.reduction)
 
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-6)
@@ -43,11 +42,13 @@ def test_gradcheck(model, mode, reduction, device):
 def test_opcheck(model, device):
     p = tensor_args(make_problem(model, "local", "soft", 0.7, B=2, M=4, N=5, penalties="item",
                                  lengths=True, seed=2).on(device))
-    args = (p.scores, p.gap_open, p.gap_extend, p.temperature, p.lengths_a, p.lengths_b,
-            p.mode, p.reduction)
-    torch.library.opcheck(torch.ops.softalign.smith_waterman.tensor, args)
-    detached = tuple(a.detach() if torch.is_tensor(a) else a for a in args)
-    torch.library.opcheck(torch.ops.softalign.smith_waterman_alignment.tensor, detached)
+    args = (p.scores, p.gap_open)
+    kwargs = dict(gap_extend=p.gap_extend, temperature=p.temperature, lengths_a=p.lengths_a,
+                  lengths_b=p.lengths_b, mode=p.mode, reduction=p.reduction)
+    torch.library.opcheck(torch.ops.softalign.smith_waterman.tensor, args, kwargs)
+    detach = lambda a: a.detach() if torch.is_tensor(a) else a  # noqa: E731
+    torch.library.opcheck(torch.ops.softalign.smith_waterman_alignment.tensor,
+                          tuple(map(detach, args)), {k: detach(v) for k, v in kwargs.items()})
 
 
 class SoftAlignModel(torch.nn.Module):
@@ -59,7 +60,7 @@ class SoftAlignModel(torch.nn.Module):
         self.gap_extend = torch.nn.Parameter(torch.tensor(-0.5, dtype=torch.float64))
 
     def forward(self, scores: torch.Tensor, lengths_a: torch.Tensor) -> torch.Tensor:
-        return torch.ops.softalign.smith_waterman(scores, self.gap_open, self.gap_extend,
+        return torch.ops.softalign.smith_waterman(scores, self.gap_open, gap_extend=self.gap_extend,
                                                   temperature=0.5, lengths_a=lengths_a,
                                                   mode="local", reduction="soft")
 
@@ -99,9 +100,9 @@ def test_torch_compile_fullgraph(device):
 
 def test_number_overload_matches_tensor_overload():
     scores = torch.randn(2, 5, 4)
-    by_number = torch.ops.softalign.smith_waterman(scores, -1.0, -0.3, temperature=0.5)
+    by_number = torch.ops.softalign.smith_waterman(scores, -1.0, gap_extend=-0.3, temperature=0.5)
     by_tensor = torch.ops.softalign.smith_waterman(scores, torch.tensor(-1.0),
-                                                   torch.tensor(-0.3), temperature=0.5)
+                                                   gap_extend=torch.tensor(-0.3), temperature=0.5)
     torch.testing.assert_close(by_number, by_tensor, rtol=0, atol=0)
 
 
@@ -115,9 +116,10 @@ def test_number_beside_a_tensor_penalty_keeps_its_gradient(op_, which):
     scores = torch.randn(2, 4, 5, dtype=torch.float64)
     penalty = torch.tensor(-1.0 if which == "gap_open" else -0.5, dtype=torch.float64,
                            requires_grad=True)
-    args = (penalty, -0.5) if which == "gap_open" else (-1.0, penalty)
-    got = getattr(torch.ops.softalign, op_)(scores, *args, temperature=0.7)
-    want = getattr(softalign, op_)(scores, *args, temperature=0.7)
+    gap_open, gap_extend = (penalty, -0.5) if which == "gap_open" else (-1.0, penalty)
+    got = getattr(torch.ops.softalign, op_)(scores, gap_open, gap_extend=gap_extend,
+                                            temperature=0.7)
+    want = getattr(softalign, op_)(scores, gap_open, gap_extend=gap_extend, temperature=0.7)
     if op_ == "smith_waterman_alignment":  # no autograd: the values, without a float()
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
@@ -174,8 +176,10 @@ def test_kept_gradient_and_recomputed_gradient_agree(model, device):
     def grads(penalties):
         s = scores.clone().requires_grad_()
         pens = [p.clone().requires_grad_() for p in penalties[:1 + (model == "affine")]]
-        score = torch.ops.softalign.smith_waterman(s, *pens, temperature=0.6, lengths_a=lengths,
-                                                   mode="local", reduction="soft")
+        extend = dict(gap_extend=pens[1]) if model == "affine" else {}
+        score = torch.ops.softalign.smith_waterman(s, pens[0], **extend, temperature=0.6,
+                                                   lengths_a=lengths, mode="local",
+                                                   reduction="soft")
         return score, torch.autograd.grad((score * weights).sum(), [s] + pens)
 
     kept_score, kept = grads(per_item)

@@ -50,7 +50,7 @@ def run(device, S, open_, extend, t, la, lb, mode, reduction, grad):
         o = o if isinstance(o, torch.Tensor) else torch.tensor(o, dtype=dt, device=device)
         if e is not None and not isinstance(e, torch.Tensor):
             e = torch.tensor(e, dtype=dt, device=device)
-    score = torch.ops.softalign.smith_waterman(s, o, e, temperature=t, lengths_a=lengths[0],
+    score = torch.ops.softalign.smith_waterman(s, o, gap_extend=e, temperature=t, lengths_a=lengths[0],
                                                lengths_b=lengths[1], mode=mode,
                                                reduction=reduction)
     out = {"score": score.detach().cpu()}

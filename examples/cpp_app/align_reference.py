@@ -37,19 +37,19 @@ def main() -> None:
     gap_open = torch.full((B,), -1.5, dtype=torch.float64, requires_grad=True)
     gap_extend = torch.tensor(-0.5, dtype=torch.float64)
     affine = dict(temperature=0.5, lengths_a=lengths_a, lengths_b=lengths_b, reduction="soft")
-    soft = ops.smith_waterman(scores, gap_open, gap_extend, **affine)
+    soft = ops.smith_waterman(scores, gap_open, gap_extend=gap_extend, **affine)
     show("affine_local_soft", soft)
     (grad,) = torch.autograd.grad(soft.sum(), gap_open)
     show("affine_local_soft_grad_gap_open", grad)
 
     show("affine_global_float32",
-         ops.smith_waterman(scores.float(), -1.5, -0.5, mode="global"))
+         ops.smith_waterman(scores.float(), -1.5, gap_extend=-0.5, mode="global"))
 
     hard_score, hard_alignment = ops.smith_waterman_alignment(scores, -1.0, temperature=0.0)
     show("hard_local", hard_score)
     show("hard_local_alignment_item0", hard_alignment[0])
 
-    _, alignment = ops.smith_waterman_alignment(scores, gap_open.detach(), gap_extend, **affine)
+    _, alignment = ops.smith_waterman_alignment(scores, gap_open.detach(), gap_extend=gap_extend, **affine)
     cell = torch.arange(M * N, dtype=torch.float64).view(1, M, N)
     show("soft_alignment_mass", alignment.sum((1, 2)))
     show("soft_alignment_centre", (alignment * cell).sum((1, 2)))

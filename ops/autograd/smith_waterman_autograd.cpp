@@ -36,6 +36,20 @@ std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
               "gradient); differentiate it once, or use a finite difference of the gradient");
 }
 
+// A position penalty's gradient (the caller's shape) with NaN where a NaN item reaches it: the
+// kernels leave 0 at the positions no move of the item is charged with (the last row, say).
+// A pass over the penalty, on the route that recomputes the DP anyway.
+at::Tensor with_nan_items(const at::Tensor& grad, const at::Tensor& nan_shift) {
+  const int64_t B = nan_shift.numel();
+  const at::Tensor per_item = nan_shift.reshape({B}).to(grad.scalar_type());
+  if (grad.dim() == 1) return grad + (grad.size(0) == B ? per_item : per_item.sum());
+  at::Tensor g = grad;
+  while (g.dim() > 3) g = g.squeeze(0);
+  while (g.dim() < 3) g = g.unsqueeze(0);
+  const at::Tensor shift = g.size(0) == B ? per_item.view({B, 1, 1}) : per_item.sum();
+  return (g + shift).view(grad.sizes());
+}
+
 // The backward of the backward: not provided, and said so instead of returning zeros.
 class SmithWatermanBackward : public torch::autograd::Function<SmithWatermanBackward> {
  public:
@@ -102,7 +116,7 @@ class SmithWatermanKeepingGradient
     auto [score, d_scores, d_open, d_extend] = forward_backward_op().call(
         scores, gap_open, gap_extend, temperature, lengths_a, lengths_b, mode, reduction);
     ctx->save_for_backward({d_scores, d_open, gap_extend ? d_extend : at::Tensor(), scores,
-                            gap_open, gap_extend.value_or(at::Tensor())});
+                            gap_open, gap_extend.value_or(at::Tensor()), nan_of_items(score)});
     return score;
   }
 
@@ -111,9 +125,10 @@ class SmithWatermanKeepingGradient
     const std::optional<at::Tensor> gap_extend = defined_or_none(saved[5]);
     const std::array<bool, 3> wanted{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
                                      gap_extend.has_value() && ctx->needs_input_grad(2)};
-    const variable_list grads =
-        ScaleItemGradients::apply(grad_outputs[0], saved[0], saved[1], defined_or_none(saved[2]),
-                                  saved[3], saved[4], gap_extend, wanted);
+    // NaN items: a NaN factor, so that every gradient of theirs is NaN (saved[6]).
+    const variable_list grads = ScaleItemGradients::apply(
+        grad_outputs[0] + saved[6], saved[0], saved[1], defined_or_none(saved[2]), saved[3],
+        saved[4], gap_extend, wanted);
     // One entry per forward input: scores, gap_open, gap_extend, then the non-differentiable.
     variable_list out(8);
     size_t next = 0;
@@ -140,7 +155,8 @@ class SmithWaterman : public torch::autograd::Function<SmithWaterman> {
     }
     // The backward recomputes the DP from the inputs: nothing of size B*M*N is kept alive.
     ctx->save_for_backward({scores, gap_open, gap_extend.value_or(at::Tensor()),
-                            lengths_a.value_or(at::Tensor()), lengths_b.value_or(at::Tensor())});
+                            lengths_a.value_or(at::Tensor()), lengths_b.value_or(at::Tensor()),
+                            nan_of_items(score)});
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["mode"] = std::string(mode);
     ctx->saved_data["reduction"] = std::string(reduction);
@@ -150,14 +166,16 @@ class SmithWaterman : public torch::autograd::Function<SmithWaterman> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
     const std::optional<at::Tensor> gap_extend = defined_or_none(saved[2]);
+    // NaN items: a NaN seed, which the backward kernels multiply into every cell (saved[5]).
     const variable_list grads = SmithWatermanBackward::apply(
-        grad_outputs[0], saved[0], saved[1], gap_extend,
+        grad_outputs[0] + saved[5], saved[0], saved[1], gap_extend,
         ctx->saved_data["temperature"].toDouble(), defined_or_none(saved[3]),
         defined_or_none(saved[4]), ctx->saved_data["mode"].toStringRef(),
         ctx->saved_data["reduction"].toStringRef());
     // One entry per forward input: scores, gap_open, gap_extend, then the non-differentiable.
-    return {grads[0], grads[1], gap_extend ? grads[2] : at::Tensor(), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grads[0], with_nan_items(grads[1], saved[5]),
+            gap_extend ? with_nan_items(grads[2], saved[5]) : at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -196,7 +214,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> smith_waterman_backward_autograd(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(softalign, Autograd, m) {
+SOFTALIGN_LIBRARY_IMPL(Autograd, m) {
   m.impl("smith_waterman.tensor", &smith_waterman_autograd);
   m.impl("_smith_waterman_backward", &smith_waterman_backward_autograd);
   // The fused alignment is for inference: it returns d score / d scores itself.

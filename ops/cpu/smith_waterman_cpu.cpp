@@ -157,7 +157,7 @@ struct CpuBackend {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(softalign, CPU, m) {
+SOFTALIGN_LIBRARY_IMPL(CPU, m) {
   SOFTALIGN_REGISTER_BACKEND(m, CpuBackend);
 }
 

@@ -72,7 +72,7 @@ at::Tensor scale_by_item_cuda(const at::Tensor& values, const at::Tensor& factor
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(softalign, CUDA, m) {
+SOFTALIGN_LIBRARY_IMPL(CUDA, m) {
   m.impl("_scale_by_item", &scale_by_item_cuda);
 }
 

@@ -154,7 +154,7 @@ struct CudaBackend {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(softalign, CUDA, m) {
+SOFTALIGN_LIBRARY_IMPL(CUDA, m) {
   SOFTALIGN_REGISTER_BACKEND(m, CudaBackend);
 }
 

@@ -91,7 +91,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> smith_waterman_forwar
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(softalign, Meta, m) {
+SOFTALIGN_LIBRARY_IMPL(Meta, m) {
   m.impl("smith_waterman.tensor", &smith_waterman_meta);
   m.impl("smith_waterman_alignment.tensor", &smith_waterman_alignment_meta);
   m.impl("_smith_waterman_backward", &smith_waterman_backward_meta);

@@ -7,7 +7,8 @@
 // `scores` is (B, M, N) or (M, N). What each option means is the contract in SPEC.md: penalties
 // are added (so they are negative), a penalty is a number or a tensor that broadcasts to
 // (B, M, N) (1-D: one per item), temperature 0 is the classic hard recurrence, lengths are
-// per-item (B,) integer tensors, mode is "local" or "global", reduction "max" or "soft".
+// per-item (B,) integer tensors, mode is "local" or "global", reduction "max" or "soft" (local
+// only: "soft" with "global" is an error).
 // Linking against libsoftalign registers the ops; these functions call them through the
 // dispatcher, so autograd, CPU and CUDA all work as for torch.ops.softalign.* from Python.
 #pragma once
@@ -22,12 +23,17 @@ namespace softalign {
 
 class SmithWatermanOptions {
  public:
+  // Penalties are added: <= 0 (BLAST's gap cost 11 is gap_open(-11)); a number > 0 throws
+  // c10::Error. A tensor penalty (learnable, it may drift positive) is not checked.
   SmithWatermanOptions& gap_open(double value);
   SmithWatermanOptions& gap_open(at::Tensor value);
   // Setting gap_extend selects the affine gap model; leaving it unset, the linear one.
   SmithWatermanOptions& gap_extend(double value);
   SmithWatermanOptions& gap_extend(at::Tensor value);
   SmithWatermanOptions& temperature(double value);
+  // A tensor temperature, 0-d or (B,) (one per item), differentiable; its value is read on the
+  // host (a synchronisation for a device tensor). Setting a number afterwards replaces it.
+  SmithWatermanOptions& temperature(at::Tensor value);
   SmithWatermanOptions& lengths_a(at::Tensor value);
   SmithWatermanOptions& lengths_b(at::Tensor value);
   SmithWatermanOptions& mode(std::string value);       // "local" or "global"
@@ -36,6 +42,7 @@ class SmithWatermanOptions {
   const at::Tensor& gap_open() const { return gap_open_; }
   const std::optional<at::Tensor>& gap_extend() const { return gap_extend_; }
   double temperature() const { return temperature_; }
+  const std::optional<at::Tensor>& temperature_tensor() const { return temperature_tensor_; }
   const std::optional<at::Tensor>& lengths_a() const { return lengths_a_; }
   const std::optional<at::Tensor>& lengths_b() const { return lengths_b_; }
   const std::string& mode() const { return mode_; }
@@ -45,6 +52,7 @@ class SmithWatermanOptions {
   at::Tensor gap_open_ = at::scalar_tensor(-1.0, at::kDouble);
   std::optional<at::Tensor> gap_extend_;
   double temperature_ = 1.0;
+  std::optional<at::Tensor> temperature_tensor_;
   std::optional<at::Tensor> lengths_a_, lengths_b_;
   std::string mode_ = "local";
   std::string reduction_ = "max";
