@@ -119,6 +119,8 @@ decltype(auto) with_tensor_penalties(const at::Tensor& scores, GapOpen gap_open,
                                      const std::optional<at::Tensor>& lengths_a,
                                      const std::optional<at::Tensor>& lengths_b,
                                      c10::string_view mode, c10::string_view reduction) {
+  TORCH_CHECK(scores.defined(), "scores must be a floating-point tensor of shape (B, M, N) or "
+              "(M, N), got None");
   return kOp(scores, penalty_tensor(gap_open, scores, "gap_open"),
              penalty_tensor(gap_extend, scores, "gap_extend"), temperature_number(temperature),
              lengths_a, lengths_b, mode, reduction);
