@@ -99,6 +99,7 @@ bool spec_float(at::ScalarType t) {
 // A penalty as (1|B, 1|M, 1|N): SPEC Notation's accepted shapes, 1-D meaning one per item.
 at::Tensor normalise_penalty(const at::Tensor& penalty, const char* name, const at::Tensor& scores,
                              int64_t B, int64_t M, int64_t N, bool local) {
+  TORCH_CHECK(penalty.defined(), name, " must be a number or a floating-point tensor, got None");
   TORCH_CHECK(spec_float(penalty.scalar_type()), name,
               " must be a float or a float16, bfloat16, float32 or float64 tensor, got ",
               penalty.scalar_type());
@@ -208,7 +209,8 @@ Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
                      const std::optional<at::Tensor>& lengths_a,
                      const std::optional<at::Tensor>& lengths_b, std::string_view mode,
                      std::string_view reduction) {
-  TORCH_CHECK(scores.defined(), "scores must be a tensor, got an undefined one");
+  TORCH_CHECK(scores.defined(), "scores must be a floating-point tensor of shape (B, M, N) or "
+              "(M, N), got None");
   TORCH_CHECK(scores.dim() == 3 || scores.dim() == 2,
               "scores must be (B, M, N) or unbatched (M, N), got shape ", scores.sizes());
   TORCH_CHECK(spec_float(scores.scalar_type()),

@@ -20,37 +20,41 @@ namespace softalign {
   "Tensor scores, " GAP_OPEN ", *, " GAP_EXTEND ", " TEMPERATURE ", "                          \
   "Tensor? lengths_a=None, Tensor? lengths_b=None, "                                           \
   "str mode=\"local\", str reduction=\"max\""
-#define SOFTALIGN_NUMBER_T "float temperature=1.0"
+#define SOFTALIGN_SCALAR_T "Scalar temperature=1.0"
+#define SOFTALIGN_FLOAT_T "float temperature=1.0"
 #define SOFTALIGN_TENSOR_T "Tensor temperature"
 
 namespace {
 
 // Every overload of one op, in the order eager resolution tries them (the first that matches
-// wins): a tensor temperature before a number one (a 1-element tensor would otherwise be read
-// as a float by Tensor.__float__, dropping its gradient), and within each, tensor penalties
-// before numbers (likewise). Number penalties are Scalar, so that a bool can be refused.
+// wins). Numbers are Scalar where a kernel does not need a double: Python's parser refuses a
+// tensor for a Scalar (and a bool is seen, to be refused), where it reads a 1-element tensor
+// for a float through Tensor.__float__, dropping its gradient. So the number penalties with a
+// Scalar temperature come first (the seed's call matches at the first try); the all-tensor
+// overload with a float temperature comes after the one with a tensor temperature.
 void define_overloads(torch::Library& m, const std::string& op, const char* returns) {
   const auto def = [&](const char* overload, const char* args) {
     const std::string name = op + (*overload ? "." : "") + overload;
     m.def((name + "(" + args + ") -> " + returns).c_str());
   };
+  def("", SOFTALIGN_ARGS("Scalar gap_open=-1.0", "Scalar? gap_extend=None", SOFTALIGN_SCALAR_T));
+  def("open_tensor", SOFTALIGN_ARGS("Tensor gap_open", "Scalar gap_extend", SOFTALIGN_SCALAR_T));
+  def("extend_tensor",
+      SOFTALIGN_ARGS("Scalar gap_open", "Tensor gap_extend", SOFTALIGN_SCALAR_T));
   def("temperature_tensor",
       SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend=None", SOFTALIGN_TENSOR_T));
+  def("tensor", SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend=None", SOFTALIGN_FLOAT_T));
   def("temperature_tensor_open_tensor",
       SOFTALIGN_ARGS("Tensor gap_open", "Scalar gap_extend", SOFTALIGN_TENSOR_T));
   def("temperature_tensor_extend_tensor",
       SOFTALIGN_ARGS("Scalar gap_open", "Tensor gap_extend", SOFTALIGN_TENSOR_T));
   def("temperature_tensor_numbers",
       SOFTALIGN_ARGS("Scalar gap_open=-1.0", "Scalar? gap_extend=None", SOFTALIGN_TENSOR_T));
-  def("tensor", SOFTALIGN_ARGS("Tensor gap_open", "Tensor? gap_extend=None", SOFTALIGN_NUMBER_T));
-  def("open_tensor", SOFTALIGN_ARGS("Tensor gap_open", "Scalar gap_extend", SOFTALIGN_NUMBER_T));
-  def("extend_tensor",
-      SOFTALIGN_ARGS("Scalar gap_open", "Tensor gap_extend", SOFTALIGN_NUMBER_T));
-  def("", SOFTALIGN_ARGS("Scalar gap_open=-1.0", "Scalar? gap_extend=None", SOFTALIGN_NUMBER_T));
 }
 
 #undef SOFTALIGN_ARGS
-#undef SOFTALIGN_NUMBER_T
+#undef SOFTALIGN_SCALAR_T
+#undef SOFTALIGN_FLOAT_T
 #undef SOFTALIGN_TENSOR_T
 
 void define_ops(torch::Library& m) {
@@ -98,6 +102,15 @@ const at::Tensor& penalty_tensor(const at::Tensor& value, const at::Tensor&, con
   return value;
 }
 
+// A temperature given as a Scalar: a real number (the kernels check its range).
+double temperature_number(const c10::Scalar& value) {
+  TORCH_CHECK(!value.isBoolean(), "temperature must be a number or a floating-point tensor, got "
+              "a bool (", value, ")");
+  TORCH_CHECK(!value.isComplex(), "temperature must be a real number, got ", value);
+  return value.toDouble();
+}
+const at::Tensor& temperature_number(const at::Tensor& value) { return value; }
+
 // The overloads with a number among the penalties: the all-tensor overload of kOp (a number
 // or a tensor temperature alike) with those numbers as 0-d tensors.
 template <auto kOp, class GapOpen, class GapExtend, class Temperature>
@@ -106,9 +119,11 @@ decltype(auto) with_tensor_penalties(const at::Tensor& scores, GapOpen gap_open,
                                      const std::optional<at::Tensor>& lengths_a,
                                      const std::optional<at::Tensor>& lengths_b,
                                      c10::string_view mode, c10::string_view reduction) {
+  TORCH_CHECK(scores.defined(), "scores must be a floating-point tensor of shape (B, M, N) or "
+              "(M, N), got None");
   return kOp(scores, penalty_tensor(gap_open, scores, "gap_open"),
-             penalty_tensor(gap_extend, scores, "gap_extend"), temperature, lengths_a, lengths_b,
-             mode, reduction);
+             penalty_tensor(gap_extend, scores, "gap_extend"), temperature_number(temperature),
+             lengths_a, lengths_b, mode, reduction);
 }
 
 at::Tensor call_score_op(const at::Tensor& scores, const at::Tensor& gap_open,
@@ -137,7 +152,7 @@ SOFTALIGN_LIBRARY_IMPL(CompositeImplicitAutograd, m) {
   using Tensor = const at::Tensor&;
   using Number = const c10::Scalar&;
   using OptionalNumber = const std::optional<c10::Scalar>&;
-  using T = double;
+  using T = const c10::Scalar&;
   m.impl("smith_waterman", &with_tensor_penalties<call_score_op, Number, OptionalNumber, T>);
   m.impl("smith_waterman.open_tensor", &with_tensor_penalties<call_score_op, Tensor, Number, T>);
   m.impl("smith_waterman.extend_tensor",

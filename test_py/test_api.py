@@ -356,6 +356,15 @@ def test_wrong_argument_types_get_an_error_naming_the_argument(call, error, mess
         call(scores_of())
 
 
+@pytest.mark.parametrize("args,message", [
+    ((None, -1.0), r"scores must be a floating-point tensor .*got None"),
+    ((torch.zeros(2, 3, 4), None), r"gap_open must be a number or a floating-point tensor, got None"),
+], ids=["none scores", "none penalty"])
+def test_none_through_torch_ops_is_named(args, message):
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.softalign.smith_waterman(*args)
+
+
 # ---------------------------------------------------------------- two copies of the library
 
 def test_a_second_copy_of_the_library_is_refused_without_aborting(tmp_path):
