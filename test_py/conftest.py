@@ -33,7 +33,7 @@ DEVICES = [
 ]
 
 # Hypothesis (test_properties.py, test_fuzz.py): bounded, reproducible runs for CI, and a count
-# of the examples each test tried, printed at the end of the run (issue 5's note reports them).
+# of the examples each test tried, printed at the end of the run.
 # SOFTALIGN_HYPOTHESIS_SCALE=k multiplies every test's max_examples by k;
 # SOFTALIGN_HYPOTHESIS_RANDOM=1 draws fresh examples instead of the fixed CI sequence.
 EXAMPLE_COUNTS = {}
