@@ -266,17 +266,18 @@ NAN_ROUTES = ["kept", "recomputed", "temperature", "alignment"]
 @pytest.mark.parametrize("model", ["linear", "affine"])
 @pytest.mark.parametrize("mode,reduction", ENDS)
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])  # float32: CUDA's fast kernels
 def test_every_gradient_of_a_nan_item_is_nan_and_other_items_are_untouched(
-        route, model, mode, reduction, temperature, device):
+        route, model, mode, reduction, temperature, device, dtype):
     B, M, N = 3, 4, 5
-    S = scores_of(B, M, N, seed=6, device=device)
+    S = scores_of(B, M, N, seed=6, device=device).to(dtype)
     S[1, 2, 3] = math.nan
     if route == "recomputed":  # per-position penalties: the backward recomputes the DP
-        o = torch.full((M, N), -1.0, dtype=torch.float64, device=device)
+        o = torch.full((M, N), -1.0, dtype=dtype, device=device)
     else:
-        o = torch.full((B,), -1.0, dtype=torch.float64, device=device)
+        o = torch.full((B,), -1.0, dtype=dtype, device=device)
     e = (o * 0.3) if model == "affine" else None
-    t = torch.tensor(temperature, dtype=torch.float64) if route == "temperature" else temperature
+    t = torch.tensor(temperature, dtype=dtype) if route == "temperature" else temperature
     kw = dict(temperature=t, mode=mode, reduction=reduction)
 
     def run(S, o, e):
