@@ -1,5 +1,7 @@
-// The cell update of every model in SPEC.md: the single source of truth for the math,
-// compiled for the host (CPU backend) and the device (CUDA backend) alike.
+// The cell update of every model of docs/spec.md in log space
+// (docs/design.md, "Log space: the cell"): the single source of truth for the math, compiled for
+// the host (CPU backend) and the device (CUDA backend) alike. prob_space.h is its counterpart in
+// probability space.
 #pragma once
 
 #include <cmath>
@@ -21,9 +23,10 @@ namespace softalign {
 namespace dp {
 
 // The cell math below is generic over the value type V: a scalar (float, double: CPU and CUDA
-// alike) or a SIMD pack of items (ops/cpu/pack.h, one lane per item, DESIGN "CPU"). For a pack,
-// comparisons give masks, select blends, and any/all ask whether some/every lane is set; the
-// pack type provides these (and exp_/log_) next to itself, found by argument-dependent lookup.
+// alike) or a SIMD pack of items (ops/cpu/pack.h, one lane per item,
+// docs/design.md, "CPU schedules"). For a pack, comparisons give masks, select blends, and any/all
+// ask whether some/every lane is set; the pack type provides these (and exp_/log_) next to itself,
+// found by argument-dependent lookup.
 template <typename V>
 struct Lanes {
   using Scalar = V;  // a pack type specialises this with its element type
@@ -48,8 +51,9 @@ SOFTALIGN_HD auto is_finite(T x) {
   return (x > neg_inf<T>()) & (x < static_cast<T>(INFINITY));  // false for NaN too
 }
 
-// On the GPU, float32 takes one MUFU.EX2 / MUFU.LG2 each (DESIGN "base 2"): the arguments here
-// are x - max <= 0 and sums >= 1, where the fast intrinsics are accurate to a few ulps.
+// On the GPU, float32 takes one MUFU.EX2 / MUFU.LG2 each (docs/design.md, "Log space: the cell"):
+// the arguments here are x - max <= 0 and sums >= 1, where the fast intrinsics are accurate to a
+// few ulps.
 template <typename T>
 SOFTALIGN_HD T exp_(T x) {
 #if defined(__CUDA_ARCH__)
@@ -110,8 +114,8 @@ SOFTALIGN_HD void terms_below_max(const V (&x)[K], V (&rest)[K - 1]) {
 }
 
 #if defined(__CUDACC__)
-// float32 on the GPU, branch-free (DESIGN "base 2"): the hardware's exp2 / log2 / reciprocal
-// (one MUFU instruction each) and a NaN-propagating max.
+// float32 on the GPU, branch-free (docs/design.md, "Log space: the cell"): the hardware's exp2 /
+// log2 / reciprocal (one MUFU instruction each) and a NaN-propagating max.
 namespace device {
 __device__ __forceinline__ float max_nan(float a, float b) {
   float r;
@@ -143,11 +147,11 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  
   float rest[K - 1];
   const float m = max_and_rest(x, rest, [](float a, float b) { return max_nan(a, b); });
   // t == 0 (the max) and non-finite maxima select m at the end instead of branching per cell.
-  // (x - m) c as x c - m c: one FFMA a term. Its error, that of rounding m c, is half an ulp of
-  // m in the result (the rounding of m itself). But a term tied with m gets that rounding's
+  // (x - m) c as x c - m c: one FFMA a term. Its error, that of rounding m c, is half an ulp of m
+  // in the result (the rounding of m itself). But a term tied with m gets that rounding's
   // residual, up to ulp(m c) / 2, as its exponent: past 128 once |m| / t passes about 1.5e9, and
-  // ex2 overflows (session 34's review: global items of scores 2 g, g = -1e4, t = 1e-6, scored
-  // +inf). So the sum is held at K, its bound: where that bites, t ln K is below half an ulp of m.
+  // ex2 overflows (global items of scores 2 g, g = -1e4, t = 1e-6, scored +inf). So the sum is
+  // held at K, its bound: where that bites, t ln K is below half an ulp of m.
   const float mc = m * c;
   float sum = 1.f;
 #pragma unroll
@@ -157,8 +161,8 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t, float c) {  
 }
 // The exp2 scale by __fdividef (a reciprocal and a multiply), not an IEEE division; sweeps work
 // it out once (the three-argument smax) rather than per cell. Past 2^126 __fdividef gives 0, and
-// a -inf term (every local boundary, global's dropped start term) times 0 is NaN (session 34's
-// review: (1, 1, 1) affine at t = 1e38 scored NaN): there the IEEE division.
+// a -inf term (every local boundary, global's dropped start term) times 0 is NaN ((1, 1, 1) affine
+// at t = 1e38 scored NaN): there the IEEE division.
 __device__ __forceinline__ float exp2_scale(float t) {
   return t > 0x1p126f ? kLog2e / t : __fdividef(kLog2e, t);
 }
@@ -170,9 +174,10 @@ __device__ __forceinline__ float smax(const float (&x)[K], float t) {
 #endif
 
 // sum_k exp((x_k - m) / t) with m = max_k x_k (not NaN): the maximal term contributes exp(0) = 1
-// exactly, so only K - 1 exps are issued (DESIGN). A scalar skips the first maximal term; a pack
-// (whose lanes have their maxima at different k) sorts the terms with a min/max network instead,
-// leaving the K - 1 non-maximal ones. Both are the same sum, in a different order.
+// exactly, so only K - 1 exps are issued (docs/design.md, "Log space: the cell"). A scalar skips
+// the first maximal term; a pack (whose lanes have their maxima at different k) sorts the terms
+// with a min/max network instead, leaving the K - 1 non-maximal ones. Both are the same sum, in a
+// different order.
 template <typename V, int K>
 SOFTALIGN_HD V sum_exp_below_max(const V (&x)[K], V m, V inv_t) {
   V sum = V(1);
@@ -192,7 +197,8 @@ SOFTALIGN_UNROLL
   return sum;
 }
 
-// SPEC "smax_t": t * log(sum_k exp(x_k / t)), stably; t == 0 is max; all -inf gives -inf.
+// smax_t (docs/spec.md, "Temperature"): t * log(sum_k exp(x_k / t)), stably; t == 0 is max; all
+// -inf gives -inf.
 template <typename V, int K>
 SOFTALIGN_HD V smax(const V (&x)[K], scalar_of<V> t) {
 #if defined(__CUDA_ARCH__)
@@ -210,7 +216,8 @@ SOFTALIGN_UNROLL
   return select(finite, m + V(t) * log_(sum), m);
 }
 
-// One-hot on the first maximal term (SPEC's tie order); zero where m is -inf or NaN.
+// One-hot on the first maximal term (docs/spec.md, "Gradients": the tie order); zero where m is
+// -inf or NaN.
 template <typename V, int K>
 SOFTALIGN_HD void hard_weights(const V (&x)[K], V m, V (&w)[K]) {
   const auto dead = m == neg_inf<V>();
@@ -223,8 +230,9 @@ SOFTALIGN_UNROLL
   }
 }
 
-// DESIGN "weights": w_k = d smax_t / d x_k = softmax(x / t); one-hot on the first maximal
-// term when t == 0 (SPEC's tie order) or when the max is +inf; all zero when the max is -inf.
+// docs/design.md, "Log space: the adjoint": w_k = d smax_t / d x_k = softmax(x / t); one-hot on the
+// first maximal term when t == 0 (docs/spec.md, "Gradients": the tie order) or when the max is
+// +inf; all zero when the max is -inf.
 template <typename V, int K>
 SOFTALIGN_HD void smax_weights(const V (&x)[K], scalar_of<V> t, V (&w)[K]) {
   using T = scalar_of<V>;
@@ -269,13 +277,15 @@ SOFTALIGN_UNROLL
   }
 }
 
-// The start term of local alignment (SPEC's "0"); global drops it, which -inf does exactly.
+// The start term of local alignment (docs/spec.md, "Score": the "0"); global drops it, which -inf
+// does exactly.
 template <typename T>
 SOFTALIGN_HD T start_term(bool local) {
   return local ? T(0) : neg_inf<T>();
 }
 
-// Linear gap, SPEC: H[i][j] = smax_t(0, H[i-1][j-1] + S[i-1][j-1], H[i-1][j] + g, H[i][j-1] + g).
+// docs/spec.md, "Linear gap":
+//   H[i][j] = smax_t(0, H[i-1][j-1] + S[i-1][j-1], H[i-1][j] + g, H[i][j-1] + g).
 struct LinearTerms {
   static constexpr int kMatch = 1, kUp = 2, kLeft = 3;
   template <typename T>
@@ -287,7 +297,8 @@ struct LinearTerms {
   }
 };
 
-// Affine gap, SPEC: A[i][j] = S[i-1][j-1] + smax_t(0, A[i-1][j-1], X[i-1][j-1], Y[i-1][j-1]).
+// docs/spec.md, "Affine gap":
+//   A[i][j] = S[i-1][j-1] + smax_t(0, A[i-1][j-1], X[i-1][j-1], Y[i-1][j-1]).
 struct AffineMatchTerms {
   template <typename T>
   SOFTALIGN_HD static void of(T a_diag, T x_diag, T y_diag, bool local, T (&x)[4]) {
@@ -298,7 +309,8 @@ struct AffineMatchTerms {
   }
 };
 
-// Affine gap, SPEC: X[i][j] = smax_t(A[i-1][j] + o, X[i-1][j] + e)   (vertical gap, consumes a).
+// docs/spec.md, "Affine gap":
+//   X[i][j] = smax_t(A[i-1][j] + o, X[i-1][j] + e)   (vertical gap, consumes a).
 struct AffineVerticalTerms {
   static constexpr int kOpen = 0, kExtend = 1;
   template <typename T>
@@ -308,7 +320,7 @@ struct AffineVerticalTerms {
   }
 };
 
-// Affine gap, SPEC: Y[i][j] = smax_t(A[i][j-1] + o, X[i][j-1] + o, Y[i][j-1] + e)
+// docs/spec.md, "Affine gap": Y[i][j] = smax_t(A[i][j-1] + o, X[i][j-1] + o, Y[i][j-1] + e)
 // (horizontal gap, consumes b; X may be followed by Y, Y never by X).
 struct AffineHorizontalTerms {
   static constexpr int kOpenFromA = 0, kOpenFromX = 1, kExtend = 2;

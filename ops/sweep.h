@@ -11,7 +11,7 @@ namespace softalign {
 namespace dp {
 
 // A penalty of one item, read at the DP cell a gap enters: G[max(i,1)-1][max(j,1)-1]
-// (SPEC Notation). Strides are 0 along the dimensions the caller's penalty broadcasts.
+// (docs/spec.md, "Notation"). Strides are 0 along the dimensions the caller's penalty broadcasts.
 template <typename T>
 struct PenaltyView {
   const T* data = nullptr;
@@ -83,7 +83,7 @@ struct Table {
   }
 };
 
-// SPEC "Score", local: R({0} ∪ {V[i][j]}), tracked as the cells arrive.
+// docs/spec.md, "Score", local: R({0} ∪ {V[i][j]}), tracked as the cells arrive.
 template <typename T>
 struct LocalEnd {
   T best = T(0);          // the running max; the empty alignment scores 0
@@ -112,10 +112,10 @@ struct LocalEnd {
   SOFTALIGN_HD T score(const Config<T>& c) const {
     return soft(c) ? best + c.temperature * log_(soft_sum) : best;
   }
-  // d score / d V[i][j] for a unit d score (SPEC "Gradients", DESIGN "final reduction").
-  // Soft: exp((v - score) / t) written as exp((v - best) / t) / soft_sum, which sums to 1 over
-  // the cells by construction; through score, the rounding error of t * log(soft_sum) would be
-  // divided by t and skew the weights once t nears ulp(score).
+  // d score / d V[i][j] for a unit d score (docs/spec.md, "Gradients";
+  // docs/design.md, "Log space: the adjoint"). Soft: exp((v - score) / t) written as exp((v - best)
+  // / t) / soft_sum, which sums to 1 over the cells by construction; through score, the rounding
+  // error of t * log(soft_sum) would be divided by t and skew the weights once t nears ulp(score).
   SOFTALIGN_HD T seed(T v, int i, int j, const Config<T>& c) const {
     if (soft(c)) return (v == best ? T(1) : exp_((v - best) / c.temperature)) / soft_sum;
     return (i == best_i && j == best_j) ? T(1) : T(0);
@@ -127,7 +127,8 @@ struct LocalEnd {
 template <typename T>
 SOFTALIGN_HD T forward_linear(const Item<T>& it, const Config<T>& c, const Table<T, 1>& H,
                               LocalEnd<T>& end) {
-  // SPEC boundaries: local H[i][0] = H[0][j] = 0; global H[0][j] = H[0][j-1] + g.
+  // Boundaries (docs/spec.md, "Linear gap"): local H[i][0] = H[0][j] = 0; global H[0][j] =
+  // H[0][j-1] + g.
   T* h0 = H.row(0, 0);
   h0[0] = T(0);
   for (int j = 1; j <= it.n; ++j) h0[j] = c.local ? T(0) : h0[j - 1] + it.open.at(0, j);
@@ -194,7 +195,8 @@ template <typename T>
 SOFTALIGN_HD T forward_affine(const Item<T>& it, const Config<T>& c, const Table<T, 3>& V,
                               LocalEnd<T>& end) {
   const T ninf = neg_inf<T>();
-  // SPEC boundaries: local, all -inf; global, A[0][0] = 0, column 0 only X, row 0 only Y.
+  // Boundaries (docs/spec.md, "Affine gap"): local, all -inf; global, A[0][0] = 0, column 0 only X,
+  // row 0 only Y.
   {
     T* a0 = V.row(kA, 0);
     T* x0 = V.row(kX, 0);
@@ -238,7 +240,7 @@ SOFTALIGN_HD T forward_affine(const Item<T>& it, const Config<T>& c, const Table
   }
   if (c.local) return end.score(c);
   T last[3] = {V.row(kA, it.m)[it.n], V.row(kX, it.m)[it.n], V.row(kY, it.m)[it.n]};
-  return smax(last, c.temperature);  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
+  return smax(last, c.temperature);  // global score = smax_t(A[m][n], X[m][n], Y[m][n])
 }
 
 // Pushes the adjoint of Y[i][j] to its predecessors (same row) and to the penalties.

@@ -1,6 +1,6 @@
-// The CPU's SIMD path: groups of W items advance through the same DP cell in lockstep, one item
-// per lane (DESIGN "CPU"). One translation unit per instruction set (lanes_avx2.cpp) compiles
-// ops/cpu/sweep_lanes.h; the CPU backend picks one at run time. float32 only.
+// The CPU's SIMD path: groups of W items advance through the same DP cell in lockstep, one item per
+// lane (docs/design.md, "CPU schedules"). One translation unit per instruction set (lanes_avx2.cpp)
+// compiles ops/cpu/sweep_lanes.h; the CPU backend picks one at run time. float32 only.
 #pragma once
 
 #include <cstdint>

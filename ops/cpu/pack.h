@@ -1,9 +1,9 @@
-// A SIMD pack of W float32 lanes (one lane per batch item, DESIGN "CPU") with the operators the
-// cell math of recurrence.h uses: arithmetic, comparisons giving a Mask, select, and exp/log.
-// GCC/Clang vector extensions: the translation unit's -m flags pick the instructions (AVX2 + FMA
-// for W = 8, AVX-512 for W = 16). Include it only from a per-ISA translation unit, inside that
-// unit's own namespace (SOFTALIGN_PACK_NAMESPACE), so no inline function compiled for one ISA
-// can be picked by the linker for code that runs on another.
+// A SIMD pack of W float32 lanes (one lane per batch item, docs/design.md, "CPU schedules") with
+// the operators the cell math of recurrence.h uses: arithmetic, comparisons giving a Mask, select,
+// and exp/log. GCC/Clang vector extensions: the translation unit's -m flags pick the instructions
+// (AVX2 + FMA for W = 8, AVX-512 for W = 16). Include it only from a per-ISA translation unit,
+// inside that unit's own namespace (SOFTALIGN_PACK_NAMESPACE), so no inline function compiled for
+// one ISA can be picked by the linker for code that runs on another.
 #pragma once
 
 #include <cstdint>

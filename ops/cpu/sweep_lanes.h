@@ -37,7 +37,8 @@ struct Buffer {
   E& operator[](int64_t k) const { return p[k]; }
 };
 
-inline int64_t clamp_index(int k) { return k > 0 ? k - 1 : 0; }  // SPEC: G[max(i,1)-1]...
+// docs/spec.md, "Notation": G[max(i,1)-1]...
+inline int64_t clamp_index(int k) { return k > 0 ? k - 1 : 0; }
 
 // The 8 x 8 block src[r][0..8) (r = 0..7) written transposed: dst[k * stride + r] = src[r][k].
 // Lane-major rows of the items to a pack per column and back, without 64 scalar moves.
@@ -423,7 +424,7 @@ struct GroupSweep {
     }
     if (local) return end.score();
     P lastp[3] = {P::load(last[0]), P::load(last[1]), P::load(last[2])};
-    return cell.smax(lastp);  // SPEC: global score = smax_t(A[m][n], X[m][n], Y[m][n])
+    return cell.smax(lastp);  // global score = smax_t(A[m][n], X[m][n], Y[m][n])
   }
 
   P forward(int rows) {

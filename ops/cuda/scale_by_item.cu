@@ -2,7 +2,7 @@
 // pass of 16-byte loads and stores. The backward of a forward that kept its gradient is this
 // pass over B M N floats; PyTorch's broadcast multiply does it without vector accesses. H200,
 // (65536, 32^2), 2 x 256 MiB moved: 190 us (2.8 TB/s) that way, 136-138 us (3.9 TB/s) this way
-// (session 7, tools/stripe_cost.py).
+// (kernel times).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>

@@ -1,11 +1,12 @@
 // The short pairs' linear forward + adjoint at t > 0 in probability space, in one kernel
-// (notes/scaled-backward-plan.md): a warp sweeps its items forward as scaled.cuh's forward does,
+// (docs/design.md, "Probability space: the adjoint"): a warp sweeps its items forward as
+// linear_forward.cuh's forward does,
 // keeping every cell's z and E in shared memory (KeepCells, DenseScores: items of at most
 // kKeepCols columns), then sweeps the same steps backwards, leaves d score / d S in E's
 // place, and copies it out.
 //
-// The reverse. With Z = exp(H / t) and Z* the value the score reads (the end cell's Z; local
-// soft, 1 + the sum of every cell's Z), B(i, j) = d Z* / d Z(i, j) obeys
+// The reverse. With Z = exp(H / t) and Z* the value the score reads (the end cell's Z; local soft,
+// 1 + the sum of every cell's Z), B(i, j) = d Z* / d Z(i, j) obeys (prob_space.h's linear_adjoint)
 //   B(i, j) = [seed] + G (B(i, j + 1) + B(i + 1, j)) + E(i + 1, j + 1) B(i + 1, j + 1),
 // the seed being 1 at the end cell (local soft: at every cell). Each row carries
 //   R(i, j) = B(i, j) 2^K(i, j) / Z*,   K(i, j) the exponent of the chunk that computed z(i, j),
@@ -19,13 +20,14 @@
 // Global mode's gaps along row 0 and column 0 are counted on the edges that leave them: an edge
 // from (a, 0) or (0, a) carries the a gaps before it.
 //
-// Items the forward refuses (scaled.cuh's list) and items of only boundaries are left to the
-// log-space kernels: their groups' bits in their unit's `fallback` are set, and the host runs the
-// saving forward and the adjoint on those items only. The warp's other items keep this kernel's
-// results, so that none depends on its neighbours (SPEC, "Dtypes and devices").
+// Items the forward refuses (linear_forward.cuh's list; docs/design.md, "Refusal rules") and items
+// of only boundaries are left to the log-space kernels: their groups' bits in their unit's
+// `fallback` are set, and the host runs the saving forward and the adjoint on those items only. The
+// warp's other items keep this kernel's results, so that none depends on its neighbours
+// (docs/spec.md, "Dtypes and devices").
 #pragma once
 
-#include "scaled.cuh"
+#include "linear_forward.cuh"
 
 namespace softalign {
 namespace stripes {
@@ -35,7 +37,7 @@ namespace scaled {
 // after the reverse), each item's kept z's, and every chunk's k of each lane's rows, as 16-bit
 // integers (|k| stays below 1100: 5 chunks of at most 127 each, global rows starting at
 // 32 kGapBound). No score tiles: the item's scores come in once, with a few plain copies, and
-// its d S goes out the same way (H200, session 22: the striped tiles' loads, reloads and
+// its d S goes out the same way (H200: the striped tiles' loads, reloads and
 // write-out took half of the kernel's 620 us at (65536, 32^2)).
 template <int G, int R>
 struct Fused {
@@ -333,9 +335,9 @@ __global__ void __launch_bounds__(32)
     // to 2^127 before the renormalization, e, and by G more): below 2^-126 once z > 2^126 p, a
     // subnormal, off by up to 2^-150. G times that put G 2^-150 into R(i, j), and the edges into
     // (i, j), whose z's are below 2^128 in this scale, turned it into probabilities off by up to
-    // 2^(gap_c - 22): 2^-10 at gap_c = 12. Session 35's second review: d g 2.3e-4 off (local soft,
-    // gaps paying 11.9 bits, m = 5, n = 7, t = 1: chunk 0 kept k = 0 up to z = 2^126; local max
-    // 1.5e-4; it blamed the soft seeds, as small there: see above). G first, G R rounds in the
+    // 2^(gap_c - 22): 2^-10 at gap_c = 12. With R first, d g came out 2.3e-4 off (local
+    // soft, gaps paying 11.9 bits, m = 5, n = 7, t = 1: chunk 0 kept k = 0 up to z = 2^126; local
+    // max 1.5e-4). G first, G R rounds in the
     // scale of the cell it joins: off by at most z 2^-150 < 2^-22 in probability, whatever G, as
     // any other value the reverse rounds.
 #pragma unroll
@@ -388,9 +390,11 @@ __global__ void __launch_bounds__(32)
           // B's recurrence from (i, j + 1), (i + 1, j + 1) (off the chain), then (i + 1, j).
           const float from_diag = r == R - 1 ? below_diag : next_ER[r + 1];
           const float seed = kSoft ? scales.seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
-          const float base = w == kW - 1 ? next_R[r] + (from_diag + seed)  // G R (above)
-                                         : fmaf(gap, next_R[r], from_diag + seed);
-          const float value = R_below + base;  // R_below carries G
+          // R_below carries G; so does next_R at the chunk's last step (the chunk's scaling)
+          const float value =
+              w == kW - 1
+                  ? dp::prob::linear_adjoint_scaled_right(R_below, next_R[r], from_diag, seed)
+                  : dp::prob::linear_adjoint(R_below, gap, next_R[r], from_diag, seed);
           now_R[r] = inside ? value : 0.f;
           // In the row above's scale, times G for the up edge. gap_above is finite only where
           // the item's cells are (the refusals bound those rows' factors); below the item a row

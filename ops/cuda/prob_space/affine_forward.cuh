@@ -1,12 +1,13 @@
-// The affine forward without grad at t > 0 in probability space, of items one stripe tall (M <=
-// 32: a half warp an item with 2 rows a lane, or, B <= 1024, a warp an item with a row a lane):
-// scaled.cuh's forward for the affine gap model, on the same lanes, tiles, chunks and exponents
-// (its header says how a row keeps z 2^k, and why nothing is checked per step). The design, its
-// refusal rules and their argument: notes/scaled-forward-plan.md, "Affine scaled forward:
-// emulation (session 37)"; tools/affine_scaled_emulation.py is this file line by line in numpy
-// float32 (variant "shared"), fuzzed against the CPU backend in float64.
+// The affine forward without grad at t > 0 in probability space, of items one stripe tall (M <= 32:
+// a half warp an item with 2 rows a lane, or, B <= 1024, a warp an item with a row a lane):
+// linear_forward.cuh's forward for the affine gap model, on the same lanes, tiles, chunks and
+// exponents (its header says how a row keeps z 2^k, and why nothing is checked per step). The
+// design, its refusal rules and their argument:
+// docs/design.md, "Probability space: the scaled cell" and "Refusal rules" (the rules were fuzzed,
+// in a float32 emulation of this file, against the CPU backend in float64).
 //
-// With E = exp(s / t), O = exp(o / t), F = exp(e / t), SPEC's three states become
+// With E = exp(s / t), O = exp(o / t), F = exp(e / t), the three states of
+// docs/spec.md, "Affine gap" become (prob_space.h)
 //   A = E (1 [local] + D_diag)   X = U_up   Y = L_left
 //   D = A + X + Y                U = O A + F X           L = O (A + X) + F Y
 // (D: the row below's diagonal; U: the row below's X; L: the next column's Y). A row's three
@@ -16,7 +17,7 @@
 // O F^(i - 1), Y(0, j) = O F^(j - 1), the rest 0. Ends: local t ln(1 + sum A) (soft) or t ln
 // max(1, A) (max); global t ln D(m, n).
 //
-// An item is refused (and swept again in log space by the same warp) when (the emulation's
+// An item is refused (and swept again in log space by the same warp) when (the rules'
 // names; each value's rounding stays relative unless it is subnormal in its row's scale):
 //  gap    max(|o|, |e|) log2(e) / t beyond gap_bound(kW) (or NaN): a row's D falls by at most
 //         min(O, F) a column, so no D of a chunk is below 2^-96 of its start;
@@ -37,14 +38,14 @@
 //         global: D(m, n) outside [kTiny, inf);
 //  near   the end's value (local max: the largest A, unclamped; local soft: 1 + sum A; global:
 //         D(m, n)) within 2^(+-1/4) of 1: its score t ln(value), below t ln(2) / 4 in size, would
-//         carry the value's rounding, t 2^-24 or more, whole (H100, session 38: local max at
+//         carry the value's rounding, t 2^-24 or more, whole (H100: local max at
 //         t = 1e4 off by up to 0.0028 on small items; at t = 1e38 a (1, 1) item's 0.5 gave 0).
 #pragma once
 
 #include <climits>
 #include <type_traits>
 
-#include "scaled.cuh"
+#include "linear_forward.cuh"
 
 namespace softalign {
 namespace stripes {
@@ -75,7 +76,7 @@ struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-1
   __device__ static float log2_column_zero(int i, float o_c, float e_c) {
     return fmaf(float(i - 1), e_c, o_c);
   }
-  // D(i, 0) = X(i, 0) in the row's scale, held below 2 (scaled.cuh's column_zero says why).
+  // D(i, 0) = X(i, 0) in the row's scale, held below 2 (linear_forward.cuh's column_zero says why).
   __device__ static float boundary_d(int i, int k, float o_c, float e_c) {
     return kLocal ? 0.f
                   : fminf(dp::device::ex2(log2_column_zero(i, o_c, e_c) - float(k)),
@@ -115,7 +116,7 @@ struct AffineRows : Rows<R, kLocal, false> {  // local D may be as small as 2^-1
   }
 };
 
-// What the fused forward + adjoint keeps of an item of one stripe (scaled_affine_adjoint.cuh):
+// What the fused forward + adjoint keeps of an item of one stripe (affine_adjoint.cuh):
 // each cell's A and X in the scale of the chunk that computed it (two planes in KeepCells'
 // layout: row i, column j at (i - 1) * kKeepWidth + j), E in the score's place (DenseScores),
 // every row's k at every chunk, (local max) each row's first maximal column and (global) D(m,
@@ -129,13 +130,13 @@ struct AffineKeepCells {
   float end_d;
 };
 
-// The sweep of a warp's items (one stripe), or of one stripe of a warp's item (RingStripe<2>:
-// items of several stripes), affine, in probability space (scaled.cuh's sweep for the affine
-// cell): leaves each lane's rows (their ends, local) and the rules' extremes in `rows`, global
-// the value at (m, n) in `final_value` of the lane that has it; sets `bad` where the item is
-// refused by the rules checked during the sweep (loses, diag, vgap, global end).
+// The sweep of a warp's items (one stripe), or of one stripe of a warp's item (RingStripe<2>: items
+// of several stripes), affine, in probability space (linear_forward.cuh's sweep for the affine
+// cell): leaves each lane's rows (their ends, local) and the rules' extremes in `rows`, global the
+// value at (m, n) in `final_value` of the lane that has it; sets `bad` where the item is refused by
+// the rules checked during the sweep (loses, diag, vgap, global end).
 //
-// A stripe below the first (notes/scaled-forward-plan.md, "Affine stacked scaled forward"): its
+// A stripe below the first (docs/design.md, "Probability space: the scaled cell"): its
 // lane 0 is a lane whose lane above is the stripe above's last, D and U of that row coming
 // through the ring as H, a chunk's columns at a time (lane q: column kk kW + q), each brought to
 // lane 0's scale (subnormal below 2^-126, as a factor's product) and handed to lane 0; the
@@ -164,11 +165,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     reads_ring = stripe.in != nullptr && l == 0;
     stripe.template request<kW>(0, n);
   }
-  // Rows::loses: local rows only that the factor from the row above is not clamped (rule one
-  // bounds what a subnormal diagonal or a dropped 1 costs; a clamped factor of 2^-126 for
-  // 2^-130 made A 8.5 times too large: the session 38 review, a row of k = 60 under one of k =
-  // -70); global ones that the row above's D, falling by at most min(O, F) a column, stays
-  // normal through the chunk.
+  // Rows::loses: local rows only that the factor from the row above is not clamped (rule one bounds
+  // what a subnormal diagonal or a dropped 1 costs; a clamped factor of 2^-126 for 2^-130 made A
+  // 8.5 times too large: a row of k = 60 under one of k = -70); global ones that the row above's D,
+  // falling by at most min(O, F) a column, stays normal through the chunk.
   const int below = kLocal ? 126 : 126 - kW * int(ceilf(fmaxf(fabsf(o_c), fabsf(e_c))));
   // Column 0 (and before it: lanes of G > kW reach it over several chunks), in each row's
   // scale: z of [1, 2) (global) or 0, so that a renormalisation keeps the row's k.
@@ -232,8 +232,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
              rows.loses(int(fminf(first, 1e6f)) - rows.k[0], rows.k[0], below);
       const bool column = stripe.lane < kW && kk * kW + stripe.lane <= n;
       // Subnormal in lane 0's scale where a lane above's would be (the factor's product keeps
-      // them; rules one and vgap count on it): a flush lost up to 2^(k0 - 126) a cell (the
-      // session 38 review).
+      // them; rules one and vgap count on it): a flush lost up to 2^(k0 - 126) a cell.
       stripe.template share_with_lane0<kW>(
           {column ? ex2_to_subnormal(fmaf(h.v[0], scale, -k_lane0)) : 0.f,
            column ? ex2_to_subnormal(fmaf(h.v[1], scale, -k_lane0)) : 0.f},
@@ -267,7 +266,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
         for (int r = 0; r < R; ++r) {
           const float x = src.template at<kInside>(r, w, j) * scale;
           const float E = dp::device::ex2(x);  // 1 outside the item (its tile holds 0)
-          const float a = kLocal ? E * (rows.one[r] + d) : E * d;
+          const float a = dp::prob::affine_match<kLocal>(E, d, rows.one[r]);
           if constexpr (kKeeps) {  // E in the score's place, A and X (u) of the cell
             const bool kept = kInside || unsigned(j - 1) < unsigned(kKeepCols);
             src.keep_E(r, j, E, kept);
@@ -276,10 +275,10 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
               keep.x[(first_row - 1 + r) * kKeepWidth + j] = u;
             }
           }
-          const float ax = a + u;
-          float U = fmaf(O, a, F * u);
-          float D = ax + rows.y[r];
-          float L = fmaf(O, ax, F * rows.y[r]);
+          const dp::prob::AffineOut cell = dp::prob::affine_cell(a, u, rows.y[r], O, F);
+          float U = cell.below;
+          float D = cell.d;
+          float L = cell.right;
           if (!kInside) {
             const bool at0 = j <= 0;
             D = at0 ? zero_d[r] : D;
@@ -290,7 +289,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
           rows.xmin = fminf(rows.xmin, kInside || inside ? x : INFINITY);
           rows.xmax = fmaxf(rows.xmax, kInside || inside ? x : -INFINITY);
           umin[r] = fminf(umin[r], kInside || column_inside ? U : INFINITY);
-          if constexpr (kLocal) {  // SPEC: local ends over A
+          if constexpr (kLocal) {  // docs/spec.md, "Score": local ends over A
             const float mine = a * rows.to_acc[r];
             const float add = inside ? mine : 0.f;
             if constexpr (kKeeps && !kSoft) keep.best_j[r] = add > rows.acc[r] ? j : keep.best_j[r];
@@ -306,7 +305,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
             rows.u = U;
           }
         }
-        if constexpr (!kLocal) {  // SPEC: smax of the three states at (m, n), t ln D
+        if constexpr (!kLocal) {  // global: smax of the states at (m, n), t ln D
           if (j == n && m >= first_row && m < first_row + R) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -337,7 +336,7 @@ __device__ __forceinline__ void affine_sweep(Scores& src, int m, int n, float o_
     if constexpr (kStacked) {
       // The chunk's last row (lane G - 1's, at its columns kk kW - (G - 1) + q, in the k it kept
       // through the chunk) as H for the stripe below, column q by lane q; the shuffle of k
-      // outside any branch (scaled.cuh's sweep says why).
+      // outside any branch (linear_forward.cuh's sweep says why).
       const auto mine = stripe.template share_from_last_lane<kW>(last, G - 1);
       const float d_mine = mine.v[0], u_mine = mine.v[1];
       const int k_last = __shfl_sync(kFullMask, rows.k[R - 1], G - 1);
@@ -367,7 +366,7 @@ __device__ __forceinline__ T group_max(T v) {
 // Rules end, one (and kNear: near) of a local item, against log2 of its end (every lane has it).
 // Rule near reads local max's largest A before the empty alignment's 0 clamps it. Every lane of
 // the warp calls it (its shuffles): `m > 0 && local_end_refuses(...)` hung the warps of an item
-// with lengths 0 beside one without (the session 40 fused kernel's first run).
+// with lengths 0 beside one without.
 template <int G, bool kSoft, bool kNear, int R>
 __device__ __forceinline__ bool local_end_refuses(const AffineRows<R, true>& rows,
                                                   float log2_end) {
@@ -392,21 +391,21 @@ __device__ __forceinline__ bool local_end_refuses(const AffineRows<R, true>& row
 // Blocks an SM asked of ptxas (0: none). Local ends with a half warp an item: left to itself it
 // took 80 registers and spilled 8 bytes (in the log-space redo: a value kept across the general
 // sweep's division calls); asked for 6 blocks (at most 85 registers) it takes 80 and spills
-// nothing (nvcc 13, sm_90a, session 37). The others spill nothing unasked (global 72 registers,
+// nothing (nvcc 13, sm_90a). The others spill nothing unasked (global 72 registers,
 // a warp an item 72-96; asked for 1 block, some took 128).
 constexpr int affine_min_blocks(int G, Ends ends) { return G == 16 && is_local(ends) ? 6 : 0; }
 
 // Items of one stripe (M <= G R), penalties one value an item; the items it refuses the same
 // warp sweeps again in log space (keep_or_redo). kStacked: items of several stripes (G = 32, R =
-// 1, a warp a stripe, local chunks of kLongSteps; striped_launch.cuh takes it at t >=
+// 1, a warp a stripe, local chunks of kLongSteps; dispatch.cu takes it at t >=
 // kLongStepsMinTemperature), whose refused items a log-space launch takes again (flagged in
-// `redo`, as scaled.cuh's stacked forward flags them).
+// `redo`, as linear_forward.cuh's stacked forward flags them).
 template <int G, int R, Ends kEnds, bool kStacked = false>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, affine_min_blocks(G, kEnds))
     affine_forward_kernel(ProblemView<float> v, int64_t B, Geometry geo, Workspace ws,
                           float* score, int* redo) {
   // Items of several stripes: chunks of kLongSteps, local; global rows far below the diagonal
-  // rise past float's range within 16 columns (tools/affine_scaled_emulation.py: 256 x 256 at
+  // rise past float's range within 16 columns (in emulation: 256 x 256 at
   // t = 0.5, 21 of 32 refused; with chunks of 8 none), so global ones take kSteps.
   constexpr int kW = kStacked && is_local(kEnds) ? kLongSteps : kSteps;
   using Sh = typename Sweep<false, G, R, kW>::Sh;

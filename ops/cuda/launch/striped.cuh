@@ -1,5 +1,6 @@
-// The host side of the striped schedule: workspaces, the shape of a call (lanes per item, rows
-// per lane) and the kernels' template arguments (how the score reads the DP, t = 0).
+// The launch code of the striped kernels (kernel_traits.cuh's schedule): workspaces, the shape
+// of a call (lanes per item, rows per lane) and the kernels' template arguments (how the score
+// reads the DP, t = 0). It runs the kernel that dispatch.cu chose and decides nothing itself.
 #pragma once
 
 #include <ATen/cuda/CUDAContext.h>
@@ -10,29 +11,23 @@
 #include <type_traits>
 #include <vector>
 
-#include "scaled.cuh"
-#include "scaled_adjoint.cuh"
-#include "scaled_affine.cuh"
-#include "scaled_affine_adjoint.cuh"
+#include "../log_space/adjoint.cuh"
+#include "../log_space/forward.cuh"
+#include "../log_space/streamed.cuh"
+#include "../prob_space/affine_adjoint.cuh"
+#include "../prob_space/affine_forward.cuh"
+#include "../prob_space/linear_adjoint.cuh"
+#include "../prob_space/linear_forward.cuh"
 #include "striped.h"
-#include "streamed.cuh"
-#include "stripes.cuh"
 
 namespace softalign {
 namespace striped {
 
-// SOFTALIGN_CUDA_LOG_SPACE set (to anything, as SOFTALIGN_CUDA_GENERAL) keeps every forward in
-// log space, for tests and comparisons: the scaled forwards (scaled.cuh, scaled_affine.cuh) are
-// then never taken.
-inline bool log_space_only() {
-  static const bool only = std::getenv("SOFTALIGN_CUDA_LOG_SPACE") != nullptr;
-  return only;
-}
-
 template <stripes::Ends kEnds>
 using EndsConstant = std::integral_constant<stripes::Ends, kEnds>;
 
-// Calls body with the call's Ends as a compile-time constant.
+// Calls body with the call's Ends as a compile-time constant (a template switch, not a choice of
+// kernel: each end has its own instantiation of every kernel).
 template <class Body>
 void with_ends(const dp::Config<float>& c, Body&& body) {
   using stripes::Ends;
@@ -47,7 +42,7 @@ void with_ends(const dp::Config<float>& c, Body&& body) {
 
 // The penalties' gradients of items of several stripes: item b's stripe partials added in stripe
 // order by one thread, so that they do not depend on the batch (at::sum's tree depends on how
-// many items it reduces: SPEC "Results do not depend on batch size").
+// many items it reduces: docs/spec.md, "Dtypes and devices": results do not depend on batch size).
 template <bool kAffine>
 __global__ void sum_stripe_partials(const float* partials, int64_t B, int stripes, float* open,
                                     float* extend) {
@@ -142,28 +137,16 @@ struct Launch {
     return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   }
 
-  void forward(at::Tensor& score) {
+  // The forward without grad that dispatch.cu chose (its table says why).
+  void forward(dispatch::ForwardKernel kernel, at::Tensor& score) {
+    using dispatch::ForwardKernel;
     const stripes::Workspace ws = workspaces(false)[0];
-    // The linear model at t > 0: in probability space (scaled.cuh; H200 figures: notes, sessions
-    // 20, 25 and 26). The items it refuses go to log space: by the same warps where items are one
-    // stripe, else by a second launch over the items flagged in `redo`, with a workspace of its
-    // own (a fresh ring, progress counters and ticket).
-    if constexpr (!kAffine && (G < 32 || R == 1)) {
-      // A warp an item or a stripe: chunks of scaled::kLongSteps at temperatures from
-      // kLongStepsMinTemperature on, where no item of N(0, 1) scores was seen refused (H200 kernel
-      // times against chunks of 8 steps, session 28 call 3, t = 1: (1, 4096^2) 873 vs 1088 us,
-      // (32, 1024^2) 238 vs 297 us, (8, 8192^2) 2.13 vs 2.80 ms, (1024, 32, 1024) 59 vs 78 us;
-      // t = 0.5 alike). Items of several stripes below that temperature stay in log space: with
-      // chunks of 8 steps, at t = 0.25 the items refused (swept twice) made the scaled forward
-      // cost up to twice log space (session 27, notes/scaled-long-plan.md). Local items of several
-      // stripes at t >= 1 take chunks of kLongestSteps where their gaps allow (session 29 call 1,
-      // H200 kernels, t = 1, against 16: (1, 4096^2) 752 vs 875 us, (32, 1024^2) 202 vs 239 us,
-      // (8, 8192^2) 1.97 vs 2.14 ms, (256, 256^2) 72 vs 79 us); not items of one stripe, where it
-      // lost at (1024, 32, 1024) (65 vs 59 us) and won at (128, 32, 4096) (178 vs 194 us).
-      const float t = view.config.temperature;
-      const bool long_steps = G == 32 && t >= stripes::scaled::kLongStepsMinTemperature;
-      if (t > 0.f && !log_space_only() && (geo.stripes == 1 || long_steps)) {
-        if (geo.stripes == 1) {
+    switch (kernel) {
+      case ForwardKernel::kProbOneStripe:
+      case ForwardKernel::kProbOneStripeLong:
+        // The items it refuses go to log space by the same warps.
+        if constexpr (!kAffine && (G < 32 || R == 1)) {
+          const bool long_steps = kernel == ForwardKernel::kProbOneStripeLong;
           with_ends(view.config, [&](auto ends) {
             constexpr stripes::Ends kEnds = decltype(ends)::value;
             using stripes::scaled::forward_kernel, stripes::scaled::kLongSteps;
@@ -177,35 +160,33 @@ struct Launch {
           });
           return;
         }
-        if constexpr (Sh::kStacked) {  // several stripes: G = 32 (long_steps), R = 1
+        break;
+      case ForwardKernel::kProbStacked:
+        // The items it refuses flagged in `redo` for a second, log-space launch, with a
+        // workspace of its own (a fresh ring, progress counters and ticket).
+        if constexpr (!kAffine && Sh::kStacked && R == 1) {
           at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
           stacked_scaled_forward<false>(ws, score.data_ptr<float>(), redo.data_ptr<int>());
           log_space_forward<false>(workspaces(false)[0], redo.data_ptr<int>(),
                                    score.data_ptr<float>());
           return;
         }
-      }
-    }
-    // The affine model at t > 0, items of one stripe (the short pairs' two shapes): in probability
-    // space (scaled_affine.cuh), the items it refuses swept again in log space by the same warps
-    // (H200, session 38: (65536, 32^2) 346 GCUPS against the streamed log-space forward's 243.5,
-    // which it replaces at t > 0). Items of several stripes, a row a lane, at
-    // t >= kLongStepsMinTemperature: the stacked affine forward, its refused items flagged for a
-    // second, log-space launch (H100, session 39: (32, 1024^2) local max 116.5 GCUPS against
-    // 72.5 in log space).
-    if constexpr (kAffine && ((G == 16 && R == 2) || (G == 32 && R == 1))) {
-      const float t = view.config.temperature;
-      if (t > 0.f && !log_space_only() && geo.stripes == 1) {
-        with_ends(view.config, [&](auto ends) {
-          stripes::scaled::affine_forward_kernel<G, R, decltype(ends)::value>
-              <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                  view, B, geo, ws, score.data_ptr<float>(), nullptr);
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
-        });
-        return;
-      }
-      if constexpr (Sh::kStacked) {
-        if (t >= stripes::scaled::kLongStepsMinTemperature && !log_space_only()) {
+        break;
+      case ForwardKernel::kProbAffineOneStripe:
+        // The items it refuses swept again in log space by the same warps.
+        if constexpr (kAffine && ((G == 16 && R == 2) || (G == 32 && R == 1))) {
+          with_ends(view.config, [&](auto ends) {
+            stripes::scaled::affine_forward_kernel<G, R, decltype(ends)::value>
+                <<<blocks(), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                    view, B, geo, ws, score.data_ptr<float>(), nullptr);
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          });
+          return;
+        }
+        break;
+      case ForwardKernel::kProbAffineStacked:
+        // The items it refuses flagged for a second, log-space launch.
+        if constexpr (kAffine && Sh::kStacked && R == 1) {
           at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
           with_ends(view.config, [&](auto ends) {
             stripes::scaled::affine_forward_kernel<G, R, decltype(ends)::value, true>
@@ -217,40 +198,55 @@ struct Launch {
                                    score.data_ptr<float>());
           return;
         }
-      }
+        break;
+      case ForwardKernel::kStreamed:
+        // As many groups as the device holds at once, each taking B / groups items or one more.
+        if constexpr (kAffine && G < 32) {
+          with_ends(view.config, [&](auto ends) {
+            constexpr auto kernel = stripes::stream_kernel<kAffine, G, R, decltype(ends)::value>;
+            const int64_t blocks = resident_blocks<kernel>();
+            const int64_t groups = blocks * stripes::kWarpsPerBlock * Sh::kGroups;
+            const stripes::Deal deal{groups, B / groups, B % groups};
+            TORCH_INTERNAL_ASSERT(stripes::streams(deal.per_group, M, N, G));
+            kernel<<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                view, deal, ws, score.data_ptr<float>());
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          });
+          return;
+        }
+        break;
+      case ForwardKernel::kLogSpace:
+        log_space_forward<false>(ws, nullptr, score.data_ptr<float>());
+        return;
+      case ForwardKernel::kGeneral:
+        break;
     }
-    // The short pairs' affine shape: streamed (streamed.cuh) when the batch gives every group
-    // of the chip at least two items; 7% faster at (65536, 32^2). Not the linear shape, which
-    // the stream made 15% slower: it reads 1.6x the DRAM (notes/h200-2026-12-01-session17-ab.log
-    // and session18-ab.log: the L2 misses, and what did not cure them).
+    TORCH_INTERNAL_ASSERT(false, "forward kernel ", int(kernel), " chosen for the shape ", G,
+                          " x ", R);
+  }
+
+  // Groups of the streamed forward that the device holds at once (dispatch.cu's rule).
+  static int64_t streamed_groups(const dp::Config<float>& config) {
+    int64_t groups = 0;
     if constexpr (kAffine && G < 32) {
-      bool streamed = false;
-      with_ends(view.config, [&](auto ends) {
+      with_ends(config, [&](auto ends) {
         constexpr auto kernel = stripes::stream_kernel<kAffine, G, R, decltype(ends)::value>;
-        const int64_t blocks = resident_blocks<kernel>();
-        const int64_t groups = blocks * stripes::kWarpsPerBlock * Sh::kGroups;
-        const stripes::Deal deal{groups, B / groups, B % groups};
-        if (!stripes::streams(deal.per_group, M, N, G)) return;
-        kernel<<<blocks, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            view, deal, ws, score.data_ptr<float>());
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        streamed = true;
+        groups = resident_blocks<kernel>() * stripes::kWarpsPerBlock * Sh::kGroups;
       });
-      if (streamed) return;
     }
-    log_space_forward<false>(ws, nullptr, score.data_ptr<float>());
+    return groups;
   }
 
   // The stacked forward in probability space (items of several stripes, a warp a stripe:
-  // scaled.cuh), which flags the items it refuses in `redo`; kSave: it leaves what the log-space
-  // adjoint reads.
+  // prob_space/linear_forward.cuh), which flags the items it refuses in `redo`; kSave: it leaves
+  // what the log-space adjoint reads.
   template <bool kSave>
   void stacked_scaled_forward(const stripes::Workspace& ws, float* score, int* redo) {
     with_ends(view.config, [&](auto ends) {
       constexpr stripes::Ends kEnds = decltype(ends)::value;
       using stripes::scaled::kLongSteps;
       // Local items may take chunks of kLongestSteps (the kernel's choice, per warp): global rows
-      // rise too fast for them (scaled.cuh).
+      // rise too fast for them (prob_space/linear_forward.cuh).
       constexpr int kLongest =
           stripes::is_local(kEnds) ? stripes::scaled::kLongestSteps : kLongSteps;
       stripes::scaled::forward_kernel<G, R, kEnds, true, kLongSteps, kLongest, kSave>
@@ -272,56 +268,65 @@ struct Launch {
     });
   }
 
-  void forward_backward(const at::Tensor& grad, ProblemGrads& out) {
-    // The short pairs' shapes at t > 0, N <= 32 (a quarter or half warp an item; affine, also a
-    // warp an item: B <= 1024): forward and adjoint in probability space, one kernel
-    // (scaled_adjoint.cuh, scaled_affine_adjoint.cuh); the items it refuses go to log space (a
-    // bit each in `refused`, per unit).
-    if constexpr (G * R == 32 && (G < 32 || kAffine)) {
-      if (geo.stripes == 1 && view.config.temperature > 0.f &&
-          N <= stripes::scaled::kKeepCols && !log_space_only()) {
-        at::Tensor refused = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
-        with_ends(view.config, [&](auto ends) {
-          constexpr stripes::Ends kEnds = decltype(ends)::value;
-          const auto stream = at::cuda::getCurrentCUDAStream();
-          if constexpr (!kAffine) {
-            stripes::scaled::forward_backward_kernel<G, R, kEnds><<<geo.units, 32, 0, stream>>>(
-                view, view_of<float>(out), B, grad.data_ptr<float>(), out.score.data_ptr<float>(),
-                refused.data_ptr<int>());
-          } else {
-            stripes::scaled::affine_forward_backward_kernel<G, R, kEnds>
-                <<<geo.units, 32, 0, stream>>>(view, view_of<float>(out), B,
-                                               grad.data_ptr<float>(),
-                                               out.score.data_ptr<float>(),
-                                               refused.data_ptr<int>());
-          }
-          C10_CUDA_KERNEL_LAUNCH_CHECK();
-        });
-        log_space_forward_backward(grad, out, refused.data_ptr<int>());
+  // The forward and backward that dispatch.cu chose (its table says why).
+  void forward_backward(dispatch::BackwardKernel kernel, const at::Tensor& grad,
+                        ProblemGrads& out) {
+    using dispatch::BackwardKernel;
+    switch (kernel) {
+      case BackwardKernel::kProbFused:
+        // Forward and adjoint in probability space, one kernel (linear_adjoint.cuh,
+        // affine_adjoint.cuh); the items it refuses go to log space (a bit each in `refused`,
+        // per unit).
+        if constexpr (G * R == 32 && (G < 32 || kAffine)) {
+          at::Tensor refused = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+          with_ends(view.config, [&](auto ends) {
+            constexpr stripes::Ends kEnds = decltype(ends)::value;
+            const auto stream = at::cuda::getCurrentCUDAStream();
+            if constexpr (!kAffine) {
+              stripes::scaled::forward_backward_kernel<G, R, kEnds><<<geo.units, 32, 0, stream>>>(
+                  view, view_of<float>(out), B, grad.data_ptr<float>(),
+                  out.score.data_ptr<float>(), refused.data_ptr<int>());
+            } else {
+              stripes::scaled::affine_forward_backward_kernel<G, R, kEnds>
+                  <<<geo.units, 32, 0, stream>>>(view, view_of<float>(out), B,
+                                                 grad.data_ptr<float>(),
+                                                 out.score.data_ptr<float>(),
+                                                 refused.data_ptr<int>());
+            }
+            C10_CUDA_KERNEL_LAUNCH_CHECK();
+          });
+          log_space_forward_backward(grad, out, refused.data_ptr<int>());
+          return;
+        }
+        break;
+      case BackwardKernel::kProbStacked:
+        // The saving forward in probability space (linear_forward.cuh, SaveLog), leaving what
+        // the log-space one leaves; the items it refuses are swept again by the log-space saving
+        // forward; then the log-space adjoint takes every item, its weights divided by their sum
+        // (log_space/adjoint.cuh, divide_by_sum).
+        if constexpr (!kAffine && G == 32 && R == 1) {
+          std::vector<stripes::Workspace> ws = workspaces(true);
+          // A ring, progress counters and ticket of its own; the saved values are the adjoint's.
+          stripes::Workspace scaled_ws = workspaces(false)[0];
+          scaled_ws.values = ws[0].values;
+          scaled_ws.above = ws[0].above;
+          scaled_ws.ends = ws[0].ends;
+          at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
+          stacked_scaled_forward<true>(scaled_ws, out.score.data_ptr<float>(),
+                                       redo.data_ptr<int>());
+          log_space_forward<true>(ws[0], redo.data_ptr<int>(), out.score.data_ptr<float>());
+          log_space_adjoint<true>(ws[1], nullptr, grad, out);
+          return;
+        }
+        break;
+      case BackwardKernel::kLogSpace:
+        log_space_forward_backward(grad, out, nullptr);
         return;
-      }
+      case BackwardKernel::kGeneral:
+        break;
     }
-    // Items of several stripes, a row a lane, at t >= kLongStepsMinTemperature: the saving
-    // forward in probability space (scaled.cuh, SaveLog), leaving what the log-space one leaves;
-    // the items it refuses are swept again by the log-space saving forward; then the log-space
-    // adjoint takes every item, its weights divided by their sum (stripes.cuh, divide_by_sum).
-    if constexpr (!kAffine && G == 32 && R == 1) {
-      if (geo.stripes > 1 && view.config.temperature >= stripes::scaled::kLongStepsMinTemperature &&
-          !log_space_only()) {
-        std::vector<stripes::Workspace> ws = workspaces(true);
-        // A ring, progress counters and ticket of its own; the saved values are the adjoint's.
-        stripes::Workspace scaled_ws = workspaces(false)[0];
-        scaled_ws.values = ws[0].values;
-        scaled_ws.above = ws[0].above;
-        scaled_ws.ends = ws[0].ends;
-        at::Tensor redo = at::zeros({geo.units}, p.scores.options().dtype(at::kInt));
-        stacked_scaled_forward<true>(scaled_ws, out.score.data_ptr<float>(), redo.data_ptr<int>());
-        log_space_forward<true>(ws[0], redo.data_ptr<int>(), out.score.data_ptr<float>());
-        log_space_adjoint<true>(ws[1], nullptr, grad, out);
-        return;
-      }
-    }
-    log_space_forward_backward(grad, out, nullptr);
+    TORCH_INTERNAL_ASSERT(false, "backward kernel ", int(kernel), " chosen for the shape ", G,
+                          " x ", R);
   }
 
   // The saving forward and the adjoint in log space, of every item or of those flagged in
@@ -330,14 +335,14 @@ struct Launch {
                                   const int* only_units) {
     std::vector<stripes::Workspace> ws = workspaces(true);
     log_space_forward<true>(ws[0], only_units, out.score.data_ptr<float>());
-    // Linear divides too (session 35, H100: the long linear adjoint 656 -> 660 us, 2340 -> 2344 us
+    // Linear divides too (H100: the long linear adjoint 656 -> 660 us, 2340 -> 2344 us
     // at (32, 1024^2), (1, 4096^2)); affine does not: it cost the long affine adjoint 17-20%.
     log_space_adjoint<!kAffine>(ws[1], only_units, grad, out);
   }
 
   // The adjoint (of the items flagged in `only_units`, or every item), then the penalties'
   // gradients of items of several stripes. kDivide: its weights divided by their sum, for saved
-  // values of the probability-space forward (stripes.cuh, divide_by_sum).
+  // values of the probability-space forward (log_space/adjoint.cuh, divide_by_sum).
   template <bool kDivide>
   void log_space_adjoint(stripes::Workspace ws, const int* only_units, const at::Tensor& grad,
                          ProblemGrads& out) {
@@ -372,37 +377,35 @@ struct Launch {
   }
 };
 
-// The lanes per item and rows per lane for a call: short pairs take one stripe, a warp for a
-// few items or a quarter (half, affine) warp for many; long pairs a warp per stripe, of one row
-// per lane when few pairs must keep many warps busy. The affine model keeps three states per
-// row, so it takes fewer rows per lane.
+// Calls body with the Launch of the shape dispatch.cu chose (dispatch.h: lanes per item, rows
+// per lane).
 template <bool kAffine, class Body>
-void with_shape(const Problem& p, Body&& body) {
-  const int64_t B = p.batch(), M = p.scores.size(1);
+void with_shape(const Problem& p, dispatch::LaneShape shape, Body&& body) {
   constexpr int kRowsPerLane = kAffine ? 2 : 4;
-  if (M <= 32 && B <= 1024) {
+  if (shape.lanes == 32 && shape.rows == 1) {
     Launch<kAffine, 32, 1> launch(p);
     body(launch);
-  } else if (M <= 32) {
+  } else if (shape.lanes == 32 / kRowsPerLane && shape.rows == kRowsPerLane) {
     Launch<kAffine, 32 / kRowsPerLane, kRowsPerLane> launch(p);
     body(launch);
-  } else if (B * M >= (1 << 20)) {  // enough stripes to fill the chip: fewer, taller ones
+  } else if (shape.lanes == 32 && shape.rows == kRowsPerLane) {
     Launch<kAffine, 32, kRowsPerLane> launch(p);
     body(launch);
-  } else {  // few long pairs: a row per lane, so that more warps share each pair
-    Launch<kAffine, 32, 1> launch(p);
-    body(launch);
+  } else {
+    TORCH_INTERNAL_ASSERT(false, "no striped kernels of ", shape.lanes, " x ", shape.rows);
   }
 }
 
 template <bool kAffine>
-void forward(const Problem& p, at::Tensor& score) {
-  with_shape<kAffine>(p, [&](auto& launch) { launch.forward(score); });
+void forward(const Problem& p, const dispatch::ForwardChoice& choice, at::Tensor& score) {
+  with_shape<kAffine>(p, choice.shape, [&](auto& launch) { launch.forward(choice.kernel, score); });
 }
 
 template <bool kAffine>
-void forward_backward(const Problem& p, const at::Tensor& grad, ProblemGrads& out) {
-  with_shape<kAffine>(p, [&](auto& launch) { launch.forward_backward(grad, out); });
+void forward_backward(const Problem& p, const dispatch::BackwardChoice& choice,
+                      const at::Tensor& grad, ProblemGrads& out) {
+  with_shape<kAffine>(p, choice.shape,
+                      [&](auto& launch) { launch.forward_backward(choice.kernel, grad, out); });
 }
 
 }  // namespace striped

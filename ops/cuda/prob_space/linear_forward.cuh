@@ -1,16 +1,17 @@
-// The linear forward without grad at t > 0 in probability space (notes/scaled-forward-plan.md):
-// of items one stripe tall (M <= 32: a quarter warp an item with 4 rows a lane, or, B <= 1024, a
-// warp an item with a row a lane), and of items of several stripes (a warp a stripe of 32 rows,
-// when the call gives the chip enough warps: striped_launch.cuh). The same cells on the same
-// lanes, tiles and steps as the striped forward (stripes.cuh), each evaluated as Z = exp(H / t)
-// rather than as H. SPEC's cell
-//   H = smax_t(0 [local], H_diag + s, H_up + g, H_left + g)
+// The linear forward without grad at t > 0 in probability space
+// (docs/design.md, "Probability space: the scaled cell"): of items one stripe tall (M <= 32: a
+// quarter warp an item with 4 rows a lane, or, B <= 1024, a warp an item with a row a lane), and of
+// items of several stripes (a warp a stripe of 32 rows, when the call gives the chip enough warps:
+// dispatch.cu). The same cells on the same lanes, tiles and steps as the log-space forward
+// (log_space/forward.cuh), each evaluated as Z = exp(H / t) rather than as H (prob_space.h). The
+// cell
+//   H = smax_t(0 [local], H_diag + s, H_up + g, H_left + g)   (docs/spec.md, "Linear gap")
 // is then the linear recurrence
 //   Z = 1 [local] + E Z_diag + G (Z_up + Z_left),   E = exp(s / t), G = exp(g / t):
 // one exp2 a cell (E) and two FMAs on the dependence chain, where the log-space cell takes three
-// exp2s, a log2 and a chain of about 85 cycles (tools/cell_latency.cu). Boundaries: Z = 1 at
-// column 0 and row 0 (local), Z = G^i, G^j there (global). Ends: the soft end is t ln(1 + sum of
-// the cells' Z), the max end t ln max(1, Z) (exp is monotone), the global one t ln Z(m, n).
+// exp2s, a log2 and a chain of about 85 cycles (measured on H100 by a latency probe). Boundaries: Z
+// = 1 at column 0 and row 0 (local), Z = G^i, G^j there (global). Ends: the soft end is t ln(1 +
+// sum of the cells' Z), the max end t ln max(1, Z) (exp is monotone), the global one t ln Z(m, n).
 //
 // Range. Z leaves float's range within a few hundred cells, so each row of a lane keeps its
 // values as z 2^k: a float z and an int k per row. At each chunk's start (every kW steps, the
@@ -20,11 +21,11 @@
 // by shuffle, its k once a chunk). A local row's end (soft sum or max of its cells) keeps an
 // exponent of its own, at least the row's. Nothing is checked per cell or per step.
 //
-// What it refuses. Every cell is a sum of products of non-negative floats, so rounding stays
-// relative (about an ulp a term) while no value overflows, no factor between rows is clamped
-// and no value that matters underflows. An item is refused, and swept again in log space (by the
-// same warp, stripes.cuh's forward_unit on the same tiles; items of several stripes by a second
-// launch) when:
+// What it refuses (docs/design.md, "Refusal rules"). Every cell is a sum of products of
+// non-negative floats, so rounding stays relative (about an ulp a term) while no value overflows,
+// no factor between rows is clamped and no value that matters underflows. An item is refused, and
+// swept again in log space (by the same warp, log_space/forward.cuh's forward_unit on the same
+// tiles; items of several stripes by a second launch) when:
 //  - its score is inf or NaN (or, global, Z(m, n) below kTiny). An inf or NaN cell of an item
 //    reaches its end: every later cell is at least G times the one before it (G > 0), every
 //    local cell is in the end. So +inf and NaN scores, and scores that take a value past
@@ -42,7 +43,8 @@
 // of the sum, and only until the next chunk.
 #pragma once
 
-#include "stripes.cuh"
+#include "../../prob_space.h"
+#include "../log_space/forward.cuh"
 
 namespace softalign {
 namespace stripes {
@@ -50,16 +52,16 @@ namespace scaled {
 
 // Steps per chunk (a renormalisation, a tile of scores and, items of several stripes, a ring
 // hand-over each): kSteps, or kLongSteps in the kernels of a warp an item or a stripe at
-// temperatures from kLongStepsMinTemperature on (striped_launch.cuh), and kLongestSteps in the
-// stacked kernels for local items at temperatures from kLongestStepsMinTemperature on whose gaps
-// allow it (the kernel chooses per warp). With one warp a scheduler the chunk's boundary, 3-4 times the instructions
-// of its steps (Nsight Compute, session 28: 360 against 85 in the stacked kernel, 180 against 85
+// temperatures from kLongStepsMinTemperature on (dispatch.cu), and kLongestSteps in the stacked
+// kernels for local items at temperatures from kLongestStepsMinTemperature on whose gaps allow it
+// (the kernel chooses per warp). With one warp a scheduler the chunk's boundary, 3-4 times the
+// instructions of its steps (Nsight Compute: 360 against 85 in the stacked kernel, 180 against 85
 // with one stripe), sets the step's time; longer chunks cut it, but leave each row less room to
 // rise before the next renormalisation (2^128 in kW columns) and allow less of a gap (gap_bound).
-// Rows' largest rises in kW columns, N(0, 1) scores, gap -1, 256 x 1024 (tools/row_rise.py), in
-// powers of two: local 66-82 (kW = 32, t = 1), 91-142 (kW = 32, t = 0.5), 41-50 (kW = 16, t = 1);
-// global rows rise faster (the paths into a deep row's first columns multiply): 210-223 (kW = 32,
-// t = 1), 120-126 (kW = 16, t = 1). So global items keep chunks of 16.
+// Rows' largest rises in kW columns, N(0, 1) scores, gap -1, 256 x 1024, in powers of two: local
+// 66-82 (kW = 32, t = 1), 91-142 (kW = 32, t = 0.5), 41-50 (kW = 16, t = 1); global rows rise
+// faster (the paths into a deep row's first columns multiply): 210-223 (kW = 32, t = 1), 120-126
+// (kW = 16, t = 1). So global items keep chunks of 16.
 constexpr int kSteps = 8;
 constexpr int kLongSteps = 16;
 constexpr int kLongestSteps = 32;
@@ -100,9 +102,10 @@ __device__ __forceinline__ float log_space(float z, int k, float t) {
   return t * dp::device::kLn2 * (dp::device::lg2(z) + float(k));
 }
 
-// The groups of G lanes (a bit each, group g at bit g) any of whose lanes says `bad`: the
-// items a warp refuses, which the log-space sweeps take instead, item by item (SPEC: an item's
-// result does not depend on which other items share the batch).
+// The groups of G lanes (a bit each, group g at bit g) any of whose lanes says `bad`: the items a
+// warp refuses, which the log-space sweeps take instead, item by item
+// (docs/spec.md, "Dtypes and devices": an item's result does not depend on which other items share
+// the batch).
 template <int G>
 __device__ __forceinline__ unsigned groups_where(bool bad) {
   const unsigned lanes = __ballot_sync(kFullMask, bad);
@@ -166,7 +169,7 @@ struct Rows {
   // column is not behind the lane yet. A row's end follows its k only while its cells may still
   // come: below the item or past its last column the values go on (with G > 1, a gap that pays,
   // they grow by G a column), and an end scaled with them would flush the sum it holds, or, as a
-  // lane's top exponent, every other row's (a session 22 review: local scores 0 or -inf).
+  // lane's top exponent, every other row's (local scores came out 0 or -inf that way).
   __device__ void renormalize(bool cells_ahead, bool ends_open, int rows_inside, int below,
                               bool& bad) {
     const int k0 = k[0];
@@ -195,7 +198,7 @@ struct Rows {
   }
 };
 
-// What a sweep keeps for the fused forward + adjoint (scaled_adjoint.cuh): nothing (the forward
+// What a sweep keeps for the fused forward + adjoint (linear_adjoint.cuh): nothing (the forward
 // without grad), or KeepCells.
 struct KeepNothing {};
 
@@ -214,9 +217,9 @@ struct KeepCells {
 };
 
 // SaveLog: what the stacked forward that saves (items of several stripes, forward + backward)
-// leaves for the log-space adjoint (stripes.cuh's backward_kernel), in the log-space saving
-// forward's places and form: each cell's H = t ln(z 2^k) in its step's slab, the row above the
-// stripe as lane 0 took it (the ring's H; stripe 0: DP row 0), and each row's first maximal
+// leaves for the log-space adjoint (log_space/adjoint.cuh's backward_kernel), in the log-space
+// saving forward's places and form: each cell's H = t ln(z 2^k) in its step's slab, the row above
+// the stripe as lane 0 took it (the ring's H; stripe 0: DP row 0), and each row's first maximal
 // column (max ends, for the adjoint's seed).
 template <int R>
 struct SaveLog {
@@ -329,16 +332,16 @@ struct DenseScores {
 };
 
 // Which rows of its item a sweep takes. OneStripe: all of them (the short pairs' shapes).
-// StackedStripe: one stripe of an item of several (a warp an item, G = 32; stripes.cuh's
+// StackedStripe: one stripe of an item of several (a warp an item, G = 32; kernel_traits.cuh's
 // "Stripes"), its neighbours' rows passed through the ring as the log-space stripes pass them, as
 // H, a chunk's columns at a time, column q by lane q: a chunk costs the warp one load, one exp2
-// and one lg2 and the hand-overs to lane 0 and from lane G - 1. H200 (session 26), kernel times
+// and one lg2 and the hand-overs to lane 0 and from lane G - 1. H200, kernel times
 // of that design (its hand-overs by shuffles) against lane 0 taking 8 entries and lane 31
 // leaving one a step, both converted by the whole warp: (8, 8192^2) 3.27 -> 2.79 ms, (256,
 // 256^2) 105 -> 91 us, (32, 1024^2) 307 -> 290 us, (1, 4096^2) 1.085 -> 1.081 ms. Lane 31
-// leaving its 8 at the chunk's end made (1, 4096^2) 1.27 ms. Since session 43 the hand-overs go
-// through a few floats of the warp's shared memory (share_with_lane0, share_from_last_lane): H100,
-// 0-5% off the long forwards (notes/session43.md).
+// leaving its 8 at the chunk's end made (1, 4096^2) 1.27 ms. The hand-overs now go through a few
+// floats of the warp's shared memory (share_with_lane0, share_from_last_lane): H100, 0-5% off the
+// long forwards against shuffles.
 struct OneStripe {
   static constexpr int i0 = 0;
 };
@@ -367,8 +370,8 @@ struct RingStripe {
   };
 
   // Starts loading column c0 + lane of the row above (lanes below kW of a stripe below the first,
-  // columns up to n: the ring's pad, kRingReadPast entries, is shorter than the columns past n
-  // that the last chunks of 32 steps would reach, 32 + 2 kW - 3; memcheck, session 29).
+  // columns up to n: the ring's pad, kRingReadPast entries, is shorter than the columns past n that
+  // the last chunks of 32 steps would reach, 32 + 2 kW - 3, as compute-sanitizer's memcheck found).
   template <int kW>
   __device__ void request(int c0, int n) {
     if (in != nullptr && lane < kW && c0 + lane <= n) {
@@ -400,7 +403,7 @@ struct RingStripe {
   }
   // Lane q's `mine` (q < kW: its column of the chunk) as every lane's above[p][q], where lane 0
   // reads the row above: a store a lane and kW / 4 16-byte loads a plane, in place of kW
-  // shuffles a plane (notes/scaled-long-plan.md, session 39: the chunk's boundary).
+  // shuffles a plane (the chunk's boundary).
   template <int kW>
   __device__ void share_with_lane0(const Values& mine, float (&above)[kPlanes][kW]) const {
     static_assert(kW % 4 == 0 && kW <= kLongestSteps, "a chunk of whole 16-byte vectors");
@@ -493,7 +496,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
   // Z(i, 0) in each row's scale, in [1, 2) so that a renormalisation keeps the row's k (the lanes
   // of G > kW reach column 0 over several chunks, taking this value each time): 1 (local; k = 0)
   // or G^i / 2^k. i g log2(e) / t - k lies in [0, 1) but rounds to 1 where |i g log2(e) / t| is
-  // below 2^-25 (k = -1): held below 2 (a review in session 33: gaps of -1e-10 made global scores
+  // below 2^-25 (k = -1): held below 2 (otherwise gaps of -1e-10 made global scores
   // up to t ln 2 too high, the renormalisation raising k under a cached z of 2).
   float column_zero[R];
 #pragma unroll
@@ -573,12 +576,13 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           const float E = dp::device::ex2(src.template at<kInside>(r, w, j) * scale);
           src.keep_E(r, j, E, kInside || unsigned(j - 1) < unsigned(kKeepCols));
           const float old = rows.z[r];
-          const float rest = kLocal ? fmaf(E, d, rows.one[r]) : E * d;
+          const float rest = dp::prob::linear_match<kLocal>(E, d, rows.one[r]);
           // Below the lane's first row, the row above's new z enters last: one FFMA a row on the
-          // step's dependence chain, not a multiply, an add and an FFMA. (H200, session 22: the
-          // same times as G (u + old), within the noise; the fused kernel's tests ran with both.)
-          float z = r == 0 ? fmaf(gap, u + old, rest)
-                           : fmaf(gap_above[r], rows.z[r - 1], fmaf(gap, old, rest));
+          // step's dependence chain, not a multiply, an add and an FFMA (H200: the same times as
+          // G (u + old), within the noise).
+          float z = r == 0 ? dp::prob::linear_cell(rest, gap, u, old)
+                           : dp::prob::linear_cell_scaled_up(rest, gap, old, gap_above[r],
+                                                             rows.z[r - 1]);
           // Column 0, and before it (with G > kW, lanes reach column 0 over several chunks), the
           // boundary: a z of [1, 2) that keeps the row's k.
           if (!kInside) z = j <= 0 ? column_zero[r] : z;
@@ -604,7 +608,7 @@ __device__ __forceinline__ void sweep(Scores& src, int m, int n, float gap_c, fl
           rows.z[r] = z;
           if (r + 1 < R) d = old * rows.from_above[r + 1];
         }
-        if constexpr (!kLocal) {  // SPEC: the value at (m, n)
+        if constexpr (!kLocal) {  // docs/spec.md, "Score": the value at (m, n)
           if (j == n && m >= first_row && m < first_row + R) {
 #pragma unroll
             for (int r = 0; r < R; ++r) {
@@ -673,8 +677,8 @@ __device__ __forceinline__ End lane_end(const Rows<R, true, kAtLeastOne>& rows, 
   return end;
 }
 
-// The end of a warp's items of one stripe: the groups that refuse their item (a bit each) leave
-// it to the log-space sweep of the same warp (stripes.cuh's forward_unit, on the same shared
+// The end of a warp's items of one stripe: the groups that refuse their item (a bit each) leave it
+// to the log-space sweep of the same warp (log_space/forward.cuh's forward_unit, on the same shared
 // memory), the others store their score (local: the group's merged `end`; global: `final_value`
 // from the lane of row m).
 template <bool kAffine, int G, int R, Ends kEnds>

@@ -1,14 +1,13 @@
 // The short pairs' affine forward + adjoint at t > 0 in probability space, in one kernel:
-// scaled_adjoint.cuh's design for the affine model (notes/scaled-backward-plan.md, "Affine: the
-// math and a design"; tools/affine_scaled_adjoint_emulation.py is its float32
-// emulation, fuzzed against the CPU backend). A warp sweeps its items forward as
-// scaled_affine.cuh's forward does, keeping every cell's A and X and E (AffineKeepCells,
-// DenseScores: items of at most kKeepCols columns), then sweeps the same steps backwards, leaves
-// d score / d S in E's place, and copies it out.
+// linear_adjoint.cuh's design for the affine model
+// (docs/design.md, "Probability space: the adjoint"; a float32 emulation of it was fuzzed against
+// the CPU backend). A warp sweeps its items forward as affine_forward.cuh's forward does, keeping
+// every cell's A and X and E (AffineKeepCells, DenseScores: items of at most kKeepCols columns),
+// then sweeps the same steps backwards, leaves d score / d S in E's place, and copies it out.
 //
 // The reverse. With Z* the value the score reads (local soft: 1 + the sum of every A; local
 // max: the largest A; global: D(m, n)), the adjoints Abar = d Z* / d A, Xbar, Ybar obey, from
-// the cells after:
+// the cells after (prob_space.h's affine_adjoint):
 //   Abar = seed  + diag + O Xbar(i + 1, j) + O Ybar(i, j + 1)
 //   Xbar = seedD + diag + F Xbar(i + 1, j) + O Ybar(i, j + 1)
 //   Ybar = seedD + diag + F Ybar(i, j + 1),     diag = E(i + 1, j + 1) Abar(i + 1, j + 1),
@@ -17,7 +16,7 @@
 // R_A = Abar 2^K / Z*, R_X, R_Y, K the exponent of the chunk that computed the cell, so that
 // z_A R_A is the probability that an alignment passes through A(i, j): the forward's own factors
 // between rows and chunks take them from one row's scale to another's, each adjoint times its
-// weight (E, O, F) before any factor (the emulation's "order": a factor first can flush it).
+// weight (E, O, F) before any factor (rule "order": a factor first can flush it).
 // The gradients, at grad 1:
 //   d score / d S(i, j) = z_A R_A
 //   d score / d o = sum z_A O R_X(i + 1, j) + (z_A + z_X) O R_Y(i, j + 1)   (edges into the item)
@@ -30,15 +29,16 @@
 // a column-0 run at row i by the diagonal into (i + 1, 1) (one open) or by a turn into Y(i, 1)
 // (two), each X(i, 0) times its adjoint.
 //
-// Refused (the log-space saving forward and adjoint take them, as scaled_adjoint.cuh's): the
-// forward's rules (scaled_affine.cuh), and, local max, rule "tie": another cell's A within
-// kTieMargin (2^-20) of the largest (float32's rounding could move the argmax, and d S with it).
+// Refused (the log-space saving forward and adjoint take them, as linear_adjoint.cuh's): the
+// forward's rules (affine_forward.cuh; docs/design.md, "Refusal rules"), and, local max, rule
+// "tie": another cell's A within kTieMargin (2^-20) of the largest (float32's rounding could move
+// the argmax, and d S with it).
 #pragma once
 
 #include <climits>
 
-#include "scaled_adjoint.cuh"
-#include "scaled_affine.cuh"
+#include "affine_forward.cuh"
+#include "linear_adjoint.cuh"
 
 namespace softalign {
 namespace stripes {
@@ -60,7 +60,7 @@ struct AffineFused {
 };
 
 // A lane's total, local soft, as z 2^k with z in [1, 2) (0 and k = -1000 where it is 0): two
-// lanes' totals near 2^127.5 at one exponent would sum to inf (the emulation's hazard "merge").
+// lanes' totals near 2^127.5 at one exponent would sum to inf (hazard "merge").
 __device__ __forceinline__ float lane_mantissa(float total, int top, int& k) {
   if (!(total > 0.f && total < INFINITY)) {
     k = -1000;
@@ -261,9 +261,11 @@ __global__ void __launch_bounds__(32)
           const float diag = r == R - 1 ? below_diag : next_EA[r + 1];
           const float seed = kSoft ? scales.seed_soft[r] : (j == seed_j[r] ? seed_z : 0.f);
           const float seed_d = kLocal ? 0.f : seed;
-          const float RA = inside ? ((seed + diag) + OX) + next_OY[r] : 0.f;
-          const float RX = inside ? ((seed_d + diag) + FX) + next_OY[r] : 0.f;
-          const float RY = inside ? (seed_d + diag) + next_FY[r] : 0.f;
+          const float RA =
+              inside ? SOFTALIGN_PROB_AFFINE_ADJOINT_A(seed, diag, OX, next_OY[r]) : 0.f;
+          const float RX =
+              inside ? SOFTALIGN_PROB_AFFINE_ADJOINT_X(seed_d, diag, FX, next_OY[r]) : 0.f;
+          const float RY = inside ? SOFTALIGN_PROB_AFFINE_ADJOINT_Y(seed_d, diag, next_FY[r]) : 0.f;
           const float za = a_rows[r * kKeepWidth + jk];
           // X of column n (local: of row m too) reaches no A inside: the forward never read it
           // (dead), and it may be inf there

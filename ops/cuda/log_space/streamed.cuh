@@ -1,9 +1,9 @@
-// The short pairs' forward without grad, streamed: a group of G lanes sweeps several items back
-// to back, so that the skew of the striped schedule (stripes.cuh: N + G steps for N columns, the
-// lanes idle while the anti-diagonal enters and leaves an item) is paid once per group rather
-// than once per item (at N = 32: 48 steps an item for G = 16, 33 here). Same cells on the same
-// lanes, the same tiles and cell math as the striped forward; only where an item starts differs.
-// The host takes it for the affine model (striped_launch.cuh says why not for the linear one).
+// The short pairs' forward without grad, streamed: a group of G lanes sweeps several items back to
+// back, so that the skew of the striped schedule (kernel_traits.cuh: N + G steps for N columns, the
+// lanes idle while the anti-diagonal enters and leaves an item) is paid once per group rather than
+// once per item (at N = 32: 48 steps an item for G = 16, 33 here). Same cells on the same lanes,
+// the same tiles and cell math as the striped forward; only where an item starts differs.
+// dispatch.cu takes it for the affine model (and says why not for the linear one).
 //
 // The stream. The group's item q (Deal::item: group g's are g, g + groups, ...) takes positions
 // q (N + 1) .. q (N + 1) + N: column 0 (the boundary) and the columns 1 .. N, whatever its length
@@ -15,7 +15,7 @@
 // the one lane l - 1 handed it the step before, in lane order, and lane G - 1 stores the score.
 #pragma once
 
-#include "stripes.cuh"
+#include "../kernel_traits.cuh"
 
 namespace softalign {
 namespace stripes {
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   // position kk kW + l, item load_q and column load_j; reader rd's lies rd positions before, in
   // that item or the one before it (rd < G <= P), whose sizes the loader keeps as it moves on
   // (and the next item's, loaded ahead). Per chunk a pointer into each of the two items, per
-  // reader a select of one, per element a 32-bit row offset from it. H200 (session 17): with an
+  // reader a select of one, per element a 32-bit row offset from it. H200: with an
   // item's view and 64-bit offsets per reader the loader took 15 instructions an element and the
   // affine forward (65536, 32^2) 0.314-0.323 ms; with these 5, and 0.29 ms (Deal's balance too).
   const int Ni = int(N), item_floats = int(M * N);
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           end.best = dp::device::max_nan(end.best, inside ? now[0] : -INFINITY);
         } else if constexpr (kEnds == Ends::kSoft) {
           if (inside) end.add<false>(now[0], i, j, c, soft);
-        } else if (inside && i == cur.m && j == cur.n) {  // SPEC: the value at (m, n)
+        } else if (inside && i == cur.m && j == cur.n) {  // the global score, at (m, n)
           if constexpr (kAffine) {  // global score = smax_t(A[m][n], X[m][n], Y[m][n])
             score[item_of(q)] = dp::smax(now, c.temperature);
           } else {
