@@ -37,7 +37,7 @@ def gapped_rows(a: str, b: str, pairs, scores: torch.Tensor):
 
     Each column is (residue of a or '-', match symbol, residue of b or '-', i or None,
     j or None). Between two matches, a's skipped residues come first (the X state) and b's
-    after them (Y may follow X, never the reverse, in SPEC's affine model).
+    after them (Y may follow X, never the reverse, in the affine model of docs/spec.md).
     """
     columns = []
     for k, (i, j) in enumerate(pairs):

@@ -32,7 +32,7 @@ def alignments(model, batch, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def path(hard: torch.Tensor) -> tuple[list[float], list[float]]:
     """The optimal path through the cells of its aligned pairs: between two matches, down the
-    gap in a (SPEC's X state) at the previous column, then along the gap in b (Y) in the row
+    gap in a (the X state of docs/spec.md) at the previous column, then along the gap in b (Y) in the row
     before the next match."""
     pairs = torch.nonzero(hard > 0.5).tolist()
     rows, cols = [], []

@@ -150,7 +150,7 @@ class Batch:
 
 
 def path_gaps(pairs: list[tuple[int, int]]) -> tuple[int, int]:
-    """Gap opens and extends of the local path through `pairs` (SPEC's affine model: between two
+    """Gap opens and extends of the local path through `pairs` (docs/spec.md's affine model: between two
     matches, the gap in a (X), then the gap in b (Y), each gap_open + (length - 1) * gap_extend)."""
     opens = extends = 0
     for (pi, pj), (i, j) in zip(pairs, pairs[1:]):

@@ -90,13 +90,13 @@ void check_temperature_range(double temperature, at::ScalarType dtype) {
   }
 }
 
-// SPEC's dtypes: float16 and bfloat16 (computed in float32), float32, float64; not float8 or the
+// docs/spec.md's dtypes: float16 and bfloat16 (computed in float32), float32, float64; not float8 or the
 // other floating types at::isFloatingType admits.
 bool spec_float(at::ScalarType t) {
   return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
 }
 
-// A penalty as (1|B, 1|M, 1|N): SPEC Notation's accepted shapes, 1-D meaning one per item.
+// A penalty as (1|B, 1|M, 1|N): docs/spec.md's accepted shapes ("Notation"), 1-D meaning one per item.
 at::Tensor normalise_penalty(const at::Tensor& penalty, const char* name, const at::Tensor& scores,
                              int64_t B, int64_t M, int64_t N, bool local) {
   TORCH_CHECK(penalty.defined(), name, " must be a number or a floating-point tensor, got None");

@@ -1,5 +1,5 @@
 // The validated, normalised form of one call, shared by every backend: the front end checks
-// the arguments once (SPEC "Bad input") and hands kernels plain tensors in the compute dtype.
+// the arguments once (docs/spec.md, "Bad input") and hands kernels plain tensors in the compute dtype.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -39,7 +39,7 @@ inline at::ScalarType compute_dtype(at::ScalarType t) {
 at::Tensor number_tensor(double value, const at::TensorOptions& options);
 
 // A penalty given as a number, checked: a real number <= 0 (penalties are added to the score),
-// not a bool; NaN propagates (SPEC "Bad input"). `name` is the argument's.
+// not a bool; NaN propagates (docs/spec.md, "Bad input"). `name` is the argument's.
 double penalty_number(const c10::Scalar& value, const char* name);
 
 // A number penalty as a 0-d tensor in the dtype the kernels compute in, on the scores' device.

@@ -1,6 +1,6 @@
 // The public header on its own: this translation unit includes <softalign/softalign.h> first,
 // so it compiles only if the header brings everything it uses. Then SmithWatermanOptions:
-// its defaults are SPEC's, every setter stores what it was given and chains.
+// its defaults are the spec's, every setter stores what it was given and chains.
 #include <softalign/softalign.h>
 
 #include <gtest/gtest.h>
@@ -94,7 +94,7 @@ TEST(SmithWatermanOptions, CopiesAreIndependent) {
 }
 
 TEST(SmithWatermanOptions, OptionsReachTheOp) {
-  // Each option changes the result the way SPEC says, through the header's free functions.
+  // Each option changes the result the way docs/spec.md says, through the header's free functions.
   // a = "ACGT", b = "AT", match +2, mismatch -1 (float32).
   const auto scores = at::tensor({2.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0, 2.0}, at::kFloat).view({4, 2});
   const auto hard = SmithWatermanOptions().gap_open(-1.5).gap_extend(-0.5).temperature(0);

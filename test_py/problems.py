@@ -1,4 +1,4 @@
-"""Random problems for every SPEC model, and one comparison of the op against the reference."""
+"""Random problems for every docs/spec.md model, and one comparison of the op against the reference."""
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -47,7 +47,7 @@ class Problem:
 
 
 def penalty(kind, value, B, M, N, gen):
-    """A penalty of one of SPEC's accepted shapes, around `value`."""
+    """A penalty of one of the spec's accepted shapes, around `value`."""
     shapes = {"number": None, "0d": (), "item": (B,), "item3": (B, 1, 1),
               "position": (M, N), "full": (B, M, N), "row": (1, N)}
     shape = shapes[kind]
@@ -74,7 +74,7 @@ def problem_with_refusals(mode, reduction, B=1500, model="linear"):
     """Items, t = 1, that the CUDA scaled kernels must refuse (items 10-13, 15, 16, 18, and
     affine 19: their log-space sweeps take them) among items they take (the rest; linear also
     14 and 17, which the affine kernel refuses: a score whose exp2 flushes may be a row's only
-    way in, scaled_affine.cuh's rule score)."""
+    way in, prob_space/affine_forward.cuh's rule score)."""
     M, N = 20, 25
     p = make_problem(model, mode, reduction, 1.0, B=B, M=M, N=N, penalties="item",
                      lengths=True, seed=5)

@@ -6,7 +6,7 @@ Meant for small inputs only (B <= 4, M, N <= 12 or so).
     seed_loop(scores, gap_open=-1.0, temperature=1.0)            the seed's PyTorch loop, verbatim
     reference(scores, gap_open=-1.0, gap_extend=None, temperature=1.0,
               lengths_a=None, lengths_b=None, mode="local", reduction="max")
-    smax(terms, t)                                                 SPEC's smax_t over a list of tensors
+    smax(terms, t)                                                 the spec's smax_t over a list of tensors
     classic_sw / classic_nw / classic_gotoh_local / classic_gotoh_global
                                                                    plain-python hard DPs (t = 0)
 """
@@ -40,7 +40,7 @@ def seed_loop(scores, gap_open=-1.0, temperature=1.0):
 
 
 # ----------------------------------------------------------------------------------------------
-# smax_t (SPEC "Notation")
+# smax_t (docs/spec.md, "Notation")
 # ----------------------------------------------------------------------------------------------
 def smax(terms, t):
     """smax_t over a list of same-shape tensors (reduced elementwise).
@@ -64,11 +64,11 @@ def smax(terms, t):
         val = m_safe + t * torch.log(torch.exp((x_safe - m_safe.unsqueeze(-1)) / t).sum(-1))
         val = torch.where(ok, val, m)  # -inf / +inf / NaN rows: the max itself, no gradient
     all_dead = (xd == NEG_INF).all(-1)
-    return torch.where(all_dead, torch.full_like(val, NEG_INF), val)  # SPEC: all -inf -> -inf, no grad
+    return torch.where(all_dead, torch.full_like(val, NEG_INF), val)  # docs/spec.md: all -inf -> -inf, no grad
 
 
 # ----------------------------------------------------------------------------------------------
-# Penalties (SPEC "Notation")
+# Penalties (docs/spec.md, "Notation")
 # ----------------------------------------------------------------------------------------------
 class _Penalty:
     """A penalty broadcast to (B, M, N) (dims of size 1 kept even when M or N is 0), float64."""
@@ -81,7 +81,7 @@ class _Penalty:
             g = torch.tensor(float(value), dtype=torch.float64, device=device)
         orig = tuple(g.shape)
         if g.dim() == 1:
-            g = g.reshape(-1, 1, 1)  # SPEC: a 1-D penalty is always one value per item
+            g = g.reshape(-1, 1, 1)  # docs/spec.md: a 1-D penalty is always one value per item
         try:  # must broadcast TO (B, M, N): rank <= 3 and the broadcast shape is (B, M, N) itself
             ok = g.dim() <= 3 and torch.broadcast_shapes(tuple(g.shape), (B, M, N)) == (B, M, N)
         except RuntimeError:
@@ -97,15 +97,15 @@ class _Penalty:
         self.g = g.expand(B, Mx, Nx)
 
     def at(self, i, j):
-        # SPEC: a gap move entering DP cell (i, j) is charged G[b, max(i,1)-1, max(j,1)-1]  -> (B,)
+        # docs/spec.md: a gap move entering DP cell (i, j) is charged G[b, max(i,1)-1, max(j,1)-1]  -> (B,)
         return self.g[:, max(i, 1) - 1, max(j, 1) - 1]
 
 
 # ----------------------------------------------------------------------------------------------
-# The DP grids (SPEC "Linear gap", "Affine gap"), run over the full (M+1) x (N+1) grid for the
+# The DP grids (docs/spec.md, "Linear gap", "Affine gap"), run over the full (M+1) x (N+1) grid for the
 # whole batch; every cell is a (B,) tensor. Cell (i, j) depends only on cells (<= i, <= j), so an
 # item of lengths (m, n) reads its result from the top-left block, exactly as if that block were
-# the whole input (SPEC "Variable lengths"); cells outside the block never reach its score.
+# the whole input (docs/spec.md, "Variable lengths"); cells outside the block never reach its score.
 # ----------------------------------------------------------------------------------------------
 def _dp_linear(S, g, t, mode):
     B, M, N = S.shape
@@ -219,7 +219,7 @@ def reference(scores, gap_open=-1.0, gap_extend=None, temperature=1.0,
     for b in range(B):
         m, n = ma[b], nb[b]
         if mode == "local":
-            # SPEC "Score": R({0} ∪ {V[i][j]}), the empty alignment first, then cells row-major;
+            # docs/spec.md, "Score": R({0} ∪ {V[i][j]}), the empty alignment first, then cells row-major;
             # m_b = 0 or n_b = 0 leaves only the 0
             cells = [zero] + [V[i][j][b] for i in range(1, m + 1) for j in range(1, n + 1)]
             out.append(smax(cells, 0 if reduction == "max" else t))
@@ -233,7 +233,7 @@ def reference(scores, gap_open=-1.0, gap_extend=None, temperature=1.0,
 
 # ----------------------------------------------------------------------------------------------
 # Classic hard algorithms in plain python (t = 0). Scores: list of lists; penalties: a number
-# or a list of lists (M x N), charged at the entered cell like SPEC.
+# or a list of lists (M x N), charged at the entered cell like docs/spec.md.
 # ----------------------------------------------------------------------------------------------
 def _pen(p, i, j):
     return p[max(i, 1) - 1][max(j, 1) - 1] if isinstance(p, (list, tuple)) else p

@@ -315,7 +315,7 @@ def test_a_nan_item_makes_a_shared_penalty_gradient_nan():
 
 
 def test_minus_infinity_global_scores_keep_zero_gradients():
-    # No alignment at all: -inf, and no gradient (SPEC), not NaN.
+    # No alignment at all: -inf, and no gradient (docs/spec.md), not NaN.
     S = scores_of(B=1).requires_grad_()
     score = softalign.smith_waterman(S, -math.inf, mode="global")
     score.sum().backward()

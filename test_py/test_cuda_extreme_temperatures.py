@@ -1,5 +1,5 @@
 """The log-space kernels at small temperatures and exact ties, and at huge ones, against the CPU
-backend: the adjoint's weights exp((x_k - v) / t) should sum to 1 per cell (stripes.cuh
+backend: the adjoint's weights exp((x_k - v) / t) should sum to 1 per cell (log_space/adjoint.cuh
 divide_by_sum), else the rounding of each saved v (up to ulp(v) / 2, which t ln 2 no longer
 outweighs) multiplies the adjoint by exp(-err / t) at every cell along the paths (known, strict
 xfails below); and the forward's smax (recurrence.h device::smax) must not turn an exact tie
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 
 # Known imprecision, not fixed: the affine adjoints after a log-space forward do not divide their
-# weights by their sum (stripes.cuh, divide_by_sum: they sum to 1 only up to the saved values'
+# weights by their sum (log_space/adjoint.cuh, divide_by_sum: they sum to 1 only up to the saved values'
 # rounding, an error that grows as t falls). With every adjoint dividing, these passed on an
 # H100, but the long affine adjoint lost 17-20%; the linear ones divide.
 KNOWN_IMPRECISION = pytest.mark.xfail(strict=True, reason="the affine log-space adjoint's "

@@ -4,7 +4,7 @@ replayed on new values copied into the static inputs, must equal eager calls bit
 the striped kernels (per-item penalties, one stripe and several) and the thread-per-item path
 (per-position penalties), with and without lengths. During capture the lengths' range check
 (a read back to the host) is skipped: device lengths are trusted, and the kernels clamp them.
-The linear forward of items_per_warp is the scaled one (scaled.cuh).
+The linear forward of items_per_warp is the scaled one (prob_space/linear_forward.cuh).
 A capture may also be a process's very first call (the streamed kernel then asks its occupancy
 inside the capture)."""
 import pytest

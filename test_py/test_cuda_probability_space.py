@@ -1,4 +1,4 @@
-"""The CUDA backend's scaled forward (ops/cuda/scaled.cuh): the linear forward without grad at
+"""The CUDA backend's scaled forward (ops/cuda/prob_space/linear_forward.cuh): the linear forward without grad at
 t > 0, evaluated in probability space, each row's values with an exponent of their own; the
 items it refuses are swept again in log space (items one stripe tall, M <= 32: by the same warp;
 items of several stripes, a warp a stripe: by a second launch). Against the CPU backend in
@@ -7,7 +7,7 @@ move by thousands), whole chunks inside the items (no lengths), rows whose value
 again by more than float's range, and items built to be refused (exp(s / t) past float's range,
 NaN and +inf scores, gaps whose exp(g / t) vanishes) among items it takes, so that each sweep
 must write its own items and only those. The stacked tests (items of several stripes) run the
-affine model's stacked forward too (scaled_affine.cuh)."""
+affine model's stacked forward too (prob_space/affine_forward.cuh)."""
 import math
 import os
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 ENDS = [("local", "max"), ("local", "soft"), ("global", "max")]
 END_IDS = ["-".join(e) for e in ENDS]
 
-# The scaled forward's two shapes (striped_launch.cuh's with_shape): B > 1024 takes a quarter warp
+# The scaled forward's two shapes (launch/striped.cuh's with_shape): B > 1024 takes a quarter warp
 # an item, four rows a lane; B <= 1024 a warp an item, a row a lane, whose lanes reach column 0
 # over several chunks. `batch(B)` is a test's B in the first, or 700 items in the second.
 SHAPES = {"quarter_warps": None, "warps": 700}
@@ -155,13 +155,13 @@ def test_scaled_forward_repeats_bit_for_bit(batch):
 # Items of several stripes (M > 32, a warp a stripe of 32 rows): each stripe hands its last row
 # to the stripe below through the ring, as H; a stripe that refuses its item flags it, and a
 # log-space forward takes the whole item again. With lengths, items of one stripe among them.
-# The host takes this forward at temperatures from 0.5 on (scaled.cuh's kLongStepsMinTemperature;
+# The host takes this forward at temperatures from 0.5 on (prob_space/linear_forward.cuh's kLongStepsMinTemperature;
 # chunks of 16 steps), and log space below: t = 0.45 here is the log-space forward's. Local items
 # take chunks of 32 steps from t = 1 on (kLongestStepsMinTemperature) where their gaps allow.
 # Each case runs without grad and with grad: a forward + backward takes the same sweep, which then
 # saves what the log-space adjoint reads (SaveLog), the items it refuses going to the log-space
 # saving forward.
-# Affine too (scaled_affine.cuh's stacked forward: D and U through the ring), for the
+# Affine too (prob_space/affine_forward.cuh's stacked forward: D and U through the ring), for the
 # forward without grad; with grad the affine model keeps the log-space forward + backward.
 STACKED = dict(B=256, M=150, N=260)
 
@@ -317,7 +317,7 @@ def stacked_with_refusals(model, mode, reduction):
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 def test_scaled_stacked_forward_refused_items(end, grad, model):
     """Each refused item is taken again whole, and the items beside them keep their own results,
-    bit for bit those of a batch without refusals (SPEC)."""
+    bit for bit those of a batch without refusals (docs/spec.md)."""
     p = stacked_with_refusals(model, *end)
     got, got_grads = stacked_matches_cpu(p, grad)
     assert torch.isnan(got[1]) and got[3] == math.inf

@@ -1,4 +1,4 @@
-"""The CUDA backend's affine scaled forward (ops/cuda/scaled_affine.cuh): the affine forward
+"""The CUDA backend's affine scaled forward (ops/cuda/prob_space/affine_forward.cuh): the affine forward
 without grad at t > 0 of items one stripe tall (M <= 32), evaluated in probability space, the
 three states of a row sharing one exponent; the items it refuses (its eight rules) are swept
 again in log space by the same warp. Against the CPU backend in float64: ordinary items at
@@ -8,7 +8,7 @@ chains, long gap runs, gaps that pay, extreme temperatures, scores near exp2's r
 scores and penalties), lengths, empty shapes, and results that
 do not depend on the items beside them in the batch.
 
-Both of the host's shapes for M <= 32 (striped_launch.cuh's with_shape): B > 1024 takes a half
+Both of the host's shapes for M <= 32 (launch/striped.cuh's with_shape): B > 1024 takes a half
 warp an item, two rows a lane; B <= 1024 a warp an item, a row a lane."""
 import os
 

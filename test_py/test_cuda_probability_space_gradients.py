@@ -1,5 +1,5 @@
-"""The CUDA backend's fused forward + adjoint in probability space (ops/cuda/scaled_adjoint.cuh,
-and for the affine model scaled_affine_adjoint.cuh): the short pairs' gradients at t > 0 (M <=
+"""The CUDA backend's fused forward + adjoint in probability space (ops/cuda/prob_space/linear_adjoint.cuh,
+and for the affine model prob_space/affine_adjoint.cuh): the short pairs' gradients at t > 0 (M <=
 32, N <= 32; B > 1024, and affine also B <= 1024, a warp an item), both gap models. Scores and every
 gradient against the CPU backend in float64: temperatures from 0.05 (every item refused: the
 log-space kernels take every item) to 100, lengths, whole chunks inside the items, and items
@@ -63,7 +63,7 @@ def test_scaled_backward_refused_items(end, model):
 @pytest.mark.parametrize("end", ENDS, ids=END_IDS)
 @pytest.mark.parametrize("model", MODELS)
 def test_scaled_backward_items_do_not_depend_on_neighbours(end, model):
-    """SPEC: results do not depend on which other items share the batch. Items 14 and 17 share
+    """docs/spec.md: results do not depend on which other items share the batch. Items 14 and 17 share
     their warps (units of 4 items) with refused ones; with those made plain, so that the kernel
     takes them, every other item's score and gradients stay the same, bit for bit."""
     p = problem_with_refusals(*end, model=model)

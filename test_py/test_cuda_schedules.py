@@ -1,8 +1,8 @@
-"""The CUDA backend's striped schedules (ops/cuda/stripes.cuh) against the CPU backend, at the
+"""The CUDA backend's striped schedules (ops/cuda/kernel_traits.cuh) against the CPU backend, at the
 shapes that pick each one: a warp per item (small batches), several items per warp (large
 batches of short pairs), several stripes of one pair pipelined across warps (long pairs, a row
 per lane), and taller stripes (many long pairs); lengths make items of one warp differ. The
-float32 CPU backend is the reference here (test_properties checks it against SPEC's float64
+float32 CPU backend is the reference here (test_properties checks it against the spec's float64
 reference); CUDA must match it to float32 rounding, and repeat itself bit for bit."""
 import math
 import os
@@ -59,7 +59,7 @@ def test_cuda_schedule_matches_cpu(model, schedule, end):
 def test_cuda_schedule_masked_scores_match_cpu(model, schedule, end):
     """-inf scores (a mask) all over, and NaN and +inf in an item each: the adjoint then mixes
     its branch-free steps (every value finite or -inf) with its checked ones, step by step and
-    warp by warp (stripes.cuh, the plain steps)."""
+    warp by warp (kernel_traits.cuh, the plain steps)."""
     B, M, N = SCHEDULES[schedule]
     p = make_problem(model, *end, B=B, M=M, N=N, penalties="item", lengths=True, seed=B + N)
     gen = torch.Generator().manual_seed(M)
@@ -89,11 +89,11 @@ def test_cuda_schedule_repeats_bit_for_bit(model, schedule):
 
 
 # Large batches of short pairs, forward without grad: for the affine model the streamed forward
-# (streamed.cuh), a group of 16 lanes sweeping several items back to back. It takes a call when
+# (log_space/streamed.cuh), a group of 16 lanes sweeping several items back to back. It takes a call when
 # the batch gives every group at least two items whatever the occupancy (70000 items: at least 4
 # per group) and an item's N + 1 columns are at least the group's lanes (N = 15 the threshold,
 # N = 7 falls back to the striped forward). Both models take their scaled forwards here at t > 0
-# (scaled.cuh, scaled_affine.cuh; test_cuda_probability_space.py and
+# (prob_space/linear_forward.cuh, prob_space/affine_forward.cuh; test_cuda_probability_space.py and
 # test_cuda_probability_space_affine.py, whose test_scaled_affine_forward_agrees_with_streamed runs
 # the streamed forward at t > 0 with SOFTALIGN_CUDA_LOG_SPACE=1): the affine streamed forward's
 # cases below are those at t = 0.
@@ -102,7 +102,7 @@ STREAMED = [(70000, 17, 23), (70000, 32, 15), (70000, 5, 7), (70000, 32, 32)]
 
 @pytest.mark.parametrize("model", MODELS)
 def test_cuda_penalty_gradients_of_several_stripes_do_not_depend_on_the_batch(model):
-    """SPEC: results do not depend on batch size. (16, 8192, 16) and (1, 8192, 16) take the same
+    """docs/spec.md: results do not depend on batch size. (16, 8192, 16) and (1, 8192, 16) take the same
     schedule (a warp a stripe, 256 stripes), whose stripes' partial penalty gradients the host
     added with at::sum, whose tree depends on how many items it reduces:
     each item alone must get its gradients of the batch bit for bit."""
@@ -154,8 +154,8 @@ def test_cuda_streamed_forward_matches_cpu(model, shape, end, masked):
 
 
 # Long pairs, forward without grad (a warp a stripe of 32 rows): linear at t = 1 in the scaled
-# forward (scaled.cuh, chunks of 16 steps, the ring a chunk's columns at a time) and at t = 0 in
-# log space (stripes.cuh, the ring streamed by RingStream); affine in log space, the ring's three
+# forward (prob_space/linear_forward.cuh, chunks of 16 steps, the ring a chunk's columns at a time) and at t = 0 in
+# log space (kernel_traits.cuh, the ring streamed by RingStream); affine in log space, the ring's three
 # planes a chunk's columns at a time. Items of different stripe counts in one call (lengths), rows
 # of 700 columns, N + 1 odd and even, and n + 32 a multiple of 16 (N = 96 without lengths: the
 # stripes' steps end with a whole chunk).

@@ -1,4 +1,4 @@
-"""Edges of SPEC: empty shapes, -inf, NaN, the classic hard algorithms, the fused alignment."""
+"""Edges of docs/spec.md: empty shapes, -inf, NaN, the classic hard algorithms, the fused alignment."""
 import math
 
 import pytest
@@ -101,7 +101,7 @@ def test_alignment_is_the_gradient(model, mode, temperature, device):
     fused_score, alignment = softalign.smith_waterman_alignment(p.scores.detach(), **p.kwargs())
     torch.testing.assert_close(fused_score, score.detach(), rtol=0, atol=0)
     torch.testing.assert_close(alignment, grad, rtol=1e-12, atol=1e-12)
-    assert alignment.min() >= 0 and alignment.max() <= 1 + 1e-12  # SPEC: entries in [0, 1]
+    assert alignment.min() >= 0 and alignment.max() <= 1 + 1e-12  # docs/spec.md: entries in [0, 1]
     if temperature == 0:
         assert set(alignment.unique().tolist()) <= {0.0, 1.0}
 
@@ -142,7 +142,7 @@ def test_non_contiguous_scores(device):
 # per lane), and several stripes of one item.
 @pytest.mark.parametrize("shape", [(2, 32, 32), (1100, 32, 32), (2, 70, 40)])
 def test_max_end_ties_go_to_the_first_cell_in_row_major_order(shape, model, device):
-    """SPEC "Score": the max end's gradient goes to the first maximal cell in row-major order,
+    """docs/spec.md, "Score": the max end's gradient goes to the first maximal cell in row-major order,
     whichever order a backend visits the cells in (rows of one lane, lanes, stripes)."""
     B, M, N = shape
     scores = torch.full(shape, -1.0)

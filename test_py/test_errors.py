@@ -1,4 +1,4 @@
-"""SPEC "Bad input": a clear error naming the argument, never a crash or a silent answer."""
+"""docs/spec.md, "Bad input": a clear error naming the argument, never a crash or a silent answer."""
 import math
 import os
 
@@ -68,7 +68,7 @@ def test_mixed_devices():
                          ids=["score", "alignment"])
 def test_meta_argument_beside_real_scores(op_, which):
     """A meta tensor among the arguments sends the call to the Meta kernels, which returned
-    uninitialised memory as the score where SPEC asks for a mixed-devices error."""
+    uninitialised memory as the score where docs/spec.md asks for a mixed-devices error."""
     kwargs = dict(gap_open=-1.0, gap_extend=-0.5)
     if which.startswith("gap"):
         kwargs[which] = torch.full((2,), -1.0, device="meta")

@@ -1,9 +1,9 @@
-"""Fuzzing the argument surface (SPEC "Bad input"): ranks 0..4, every dtype family,
+"""Fuzzing the argument surface (docs/spec.md, "Bad input"): ranks 0..4, every dtype family,
 devices, mode/reduction strings (garbage included), lengths of any dtype, shape and range,
 temperatures from -inf to NaN, penalties with NaN/inf and odd shapes, layouts with stride 0.
 
 Each call must either raise a RuntimeError/TypeError whose message names an argument (one the
-oracle below, written from SPEC, found invalid) or return a valid output: the right shape,
+oracle below, written from docs/spec.md, found invalid) or return a valid output: the right shape,
 dtype and device, gradients of the inputs' shapes, and no NaN unless an input held NaN or +inf.
 """
 import math
@@ -86,7 +86,7 @@ def draw_penalty(data, name, B, M, N, device, wild):
         shape = draw_shape(data, rank, sorted({0, 1, 2, B, M, N}), name)
         dtype = data.draw(st.sampled_from(FLOATS * 3 + NOT_FLOATS), label=f"{name} dtype")
         device = data.draw(st.sampled_from(DEVICES), label=f"{name} device")
-    else:  # one of SPEC's shapes
+    else:  # one of the spec's shapes
         shape = data.draw(st.sampled_from([(), (B,), (1,), (B, 1, 1), (M, N), (B, M, N), (1, N),
                                            (M, 1), (1, 1, N), (B, 1, N)]), label=f"{name} shape")
         dtype = data.draw(st.sampled_from(FLOATS), label=f"{name} dtype")
@@ -131,7 +131,7 @@ def compute_dtype(dtype):
 
 def invalid_arguments(scores, gap_open, gap_extend, temperature, lengths_a, lengths_b, mode,
                       reduction):
-    """The arguments SPEC (and problem.cpp's documented checks) say are invalid."""
+    """The arguments docs/spec.md (and problem.cpp's documented checks) say are invalid."""
     bad = set()
     # Judged without the scores: a number penalty > 0 (a sign mistake), lengths not a tensor.
     for name, p in (("gap_open", gap_open), ("gap_extend", gap_extend)):
@@ -199,7 +199,7 @@ def magnitude(*args):
 
 
 def poisoned(*args):
-    """Whether an input holds NaN or +inf, which SPEC lets propagate (-inf is "forbidden")."""
+    """Whether an input holds NaN or +inf, which docs/spec.md lets propagate (-inf is "forbidden")."""
     for x in args:
         if torch.is_tensor(x) and (x.dtype.is_floating_point or x.dtype.is_complex):
             x = x.detach().cpu()
@@ -294,7 +294,7 @@ def test_fuzz_argument_surface(data):
         assert alignment.shape == scores.shape and alignment.dtype == dtype
         if clean:
             assert not torch.isnan(alignment).any()
-        # SPEC: entries in [0, 1]. Asserted only where t is well above the rounding of the DP
+        # docs/spec.md: entries in [0, 1]. Asserted only where t is well above the rounding of the DP
         # values: below, the soft local end's weights exp((v - score) / t) are not normalised
         # (test_numerics.py::test_soft_end_gradient_at_temperatures_near_the_rounding_of_the_score).
         size = magnitude(scores, gap_open, gap_extend)

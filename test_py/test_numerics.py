@@ -19,7 +19,7 @@ ENDS = [("local", "max"), ("local", "soft"), ("global", "max")]
 
 def alignment_counts(m, n):
     """Number of alignments of an (m, n) pair: linear gaps (every lattice path, the Delannoy
-    number) and affine gaps (SPEC's three states, Y never followed by X), counted exactly."""
+    number) and affine gaps (the spec's three states, Y never followed by X), counted exactly."""
     lin = [[1] * (n + 1) for _ in range(m + 1)]
     for i in range(1, m + 1):
         for j in range(1, n + 1):
@@ -241,7 +241,7 @@ def classic_linear(S, g, local):
 
 
 def classic_affine(S, o, e, local):
-    """Exact Gotoh (SPEC's A, X, Y) with integer numpy arrays, one row at a time; Y's run along
+    """Exact Gotoh (the spec's A, X, Y) with integer numpy arrays, one row at a time; Y's run along
     the row is a running max like classic_linear's."""
     M, N = S.shape
     NEG = np.int64(-(1 << 50))  # -inf for integers, far below any reachable score

@@ -1,4 +1,4 @@
-"""Property-based tests: random problems over every option SPEC defines, checked against
+"""Property-based tests: random problems over every option docs/spec.md defines, checked against
 the float64 reference (values and gradients), CUDA against CPU, and two invariants that need no
 reference (NaN stays in its item; an item's result does not depend on its batch).
 
@@ -186,7 +186,7 @@ def problems(draw, max_b=3, max_mn=4, dtypes=DTYPES, layouts=LAYOUTS, masks=True
 
 
 def empty_global_penalty(p: Drawn):
-    """SPEC: global mode, M or N = 0, and a penalty varying along that empty dimension."""
+    """docs/spec.md: global mode, M or N = 0, and a penalty varying along that empty dimension."""
     if p.mode != "global":
         return None
     shape = p.scores.values.shape
@@ -252,7 +252,7 @@ def test_cuda_matches_cpu(p, lengths_device):
         return
     cpu, cpu_grads = p.call(softalign.smith_waterman, "cpu")
     cuda, cuda_grads = p.call(softalign.smith_waterman, "cuda", lengths_device=lengths_device)
-    tol = max(TOLERANCE[p.scores.dtype], 1e-5)  # SPEC: the same within float32 rounding
+    tol = max(TOLERANCE[p.scores.dtype], 1e-5)  # docs/spec.md: the same within float32 rounding
     assert cuda.device.type == "cuda" and cuda.dtype == cpu.dtype
     assert_close(cuda, cpu, tol, "score")
     if p.temperature == 0 and p.scores.dtype != torch.float64:
@@ -266,7 +266,7 @@ def test_cuda_matches_cpu(p, lengths_device):
 
 def item_of(p: Drawn, b):
     """Item b of a batched problem as a batch of its own: per-item tensors sliced, shared ones
-    kept (SPEC: a 1-D penalty is always one value per item)."""
+    kept (docs/spec.md: a 1-D penalty is always one value per item)."""
     def slice_arg(arg, per_item):
         if not isinstance(arg, Arg) or not per_item:
             return arg

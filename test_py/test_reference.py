@@ -1,4 +1,4 @@
-"""Every SPEC model, on every device, against the float64 reference: values and gradients."""
+"""Every docs/spec.md model, on every device, against the float64 reference: values and gradients."""
 import pytest
 import torch
 

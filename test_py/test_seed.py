@@ -1,4 +1,4 @@
-"""The default call reproduces the seed's PyTorch loop (SPEC: to float32 rounding)."""
+"""The default call reproduces the seed's PyTorch loop (docs/spec.md: to float32 rounding)."""
 import pytest
 import torch
 

@@ -89,7 +89,7 @@ def sizes(tiny, gen):
     if tiny:
         # (2, 70, 9): three stripes of 32 rows over a narrow ring, the last item's last stripe
         # reading the ring's second slot, whose stream reads run furthest past the workspace
-        # (34000, 5, 16): the streamed affine forward (streamed.cuh), several items per group
+        # (34000, 5, 16): the streamed affine forward (log_space/streamed.cuh), several items per group
         # (2, 70, 100): chunks inside the items (the kernels' unchecked tile moves)
         return [(3, 7, 9, True, False), (2, 40, 21, True, False), (2, 70, 9, False, False),
                 (0, 4, 4, False, False), (34000, 5, 16, True, False), (2, 70, 100, True, False)]

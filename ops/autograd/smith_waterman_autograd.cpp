@@ -4,7 +4,7 @@
 // Two routes when grad is needed:
 //  - penalties per item (numbers, 0-d, (B,), (B, 1, 1)): the forward computes the score and its
 //    gradient at a seed of 1 per item in one go (_smith_waterman_forward_backward) and keeps it,
-//    one float per cell (PERF's bound); the backward scales it by each item's grad. One DP
+//    one float per cell (docs/performance.md); the backward scales it by each item's grad. One DP
 //    sweep pair per training step instead of three.
 //  - penalties per position: the forward keeps nothing of size B*M*N but the inputs and the
 //    backward op recomputes the DP (a per-item, per-position penalty gradient would be a second
@@ -96,7 +96,7 @@ class ScaleItemGradients : public torch::autograd::Function<ScaleItemGradients> 
   static variable_list backward(AutogradContext*, variable_list) { no_double_backward(); }
 };
 
-// Penalties of one value per item: the per-item gradient is B numbers (SPEC Notation's shapes
+// Penalties of one value per item: the per-item gradient is B numbers (docs/spec.md, "Notation": shapes
 // 0-d, (B,), and (..., 1, 1)).
 bool per_item(const at::Tensor& penalty) {
   const int64_t d = penalty.dim();

@@ -26,7 +26,7 @@ std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
 }
 
-// A penalty broadcast against (B, M, N) as SPEC Notation reads it: 1-D is one value per item.
+// A penalty broadcast against (B, M, N) as docs/spec.md, "Notation", reads it: 1-D is one value per item.
 at::Tensor as_3d(const at::Tensor& penalty) {
   if (penalty.dim() == 1) return penalty.view({penalty.size(0), 1, 1});
   at::Tensor p = penalty;

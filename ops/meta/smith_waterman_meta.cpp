@@ -11,7 +11,7 @@ namespace softalign {
 namespace {
 
 // The Meta kernel runs whenever any argument is on the meta device. Real scores with a meta
-// argument is a mixed-device call (SPEC "Bad input"), not a shape query: name the argument.
+// argument is a mixed-device call (docs/spec.md, "Bad input"), not a shape query: name the argument.
 void check_meta_call(const at::Tensor& scores, const at::Tensor& gap_open,
                      const std::optional<at::Tensor>& gap_extend,
                      const std::optional<at::Tensor>& lengths_a,

@@ -4,7 +4,7 @@
 //   at::Tensor score = softalign::smith_waterman(scores, opts);        // (B,), differentiable
 //   auto [score2, alignment] = softalign::smith_waterman_alignment(scores, opts);  // d score/d S
 //
-// `scores` is (B, M, N) or (M, N). What each option means is the contract in SPEC.md: penalties
+// `scores` is (B, M, N) or (M, N). What each option means is the contract in docs/spec.md: penalties
 // are added (so they are negative), a penalty is a number or a tensor that broadcasts to
 // (B, M, N) (1-D: one per item), temperature 0 is the classic hard recurrence, lengths are
 // per-item (B,) integer tensors, mode is "local" or "global", reduction "max" or "soft" (local
