@@ -68,8 +68,8 @@
 // kernels 32) and at most 255 registers a thread (32 K registers a block of 128, half of an SM's
 // 64 K on every such device). So every choice above launches on any of them; the device only
 // sets the streamed forward's grid (its occupancy query: the blocks it holds at once). The
-// sources compile for sm_80, 86, 89, 90a, 100 and 120; the one Hopper-only instruction
-// (cp.async.bulk.prefetch.L2, kernel_traits.cuh's prefetch_l2) compiles to nothing below sm_90.
+// kernels use nothing above sm_80 but cp.async.bulk.prefetch.L2 (kernel_traits.cuh's
+// prefetch_l2), which compiles to nothing below sm_90 (and in a compute_80 PTX build).
 #pragma once
 
 #include <cstdint>
