@@ -25,7 +25,7 @@ from typing import Optional
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "python"))  # an installed softalign first
 import softalign  # noqa: E402
 from timing import (cpu_median, cuda_graphed, cuda_median, fmt_time, random_inputs, seed_loop,
                     step)

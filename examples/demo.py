@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "python"))  # an installed softalign first
 import softalign  # noqa: E402
 from sequences import DATA_DIR, load_fasta, load_substitution_matrix, pairwise_scores
 from timing import cpu_median, cuda_median, fmt_time, random_inputs, seed_loop, step

@@ -16,7 +16,7 @@ from typing import Tuple
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "python"))  # an installed softalign first
 import softalign  # noqa: E402
 
 VOCAB, DIM = 20, 8

@@ -36,7 +36,7 @@ from typing import Optional
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "python"))  # an installed softalign first
 import softalign  # noqa: E402
 
 ALPHABET = "ACDEFGHIKLMNPQRSTVWY"

@@ -54,7 +54,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> smith_waterman_backward_kernel(
   TORCH_CHECK(grad.device() == scores.device(), "grad must be on the scores' device (",
               scores.device(), "), got ", grad.device());
   const at::Tensor g = grad.reshape({p.batch()}).to(p.scores.scalar_type()).contiguous();
-  const ProblemGrads out = run_forward_backward<Backend>(p, g);
+  ProblemGrads out = run_forward_backward<Backend>(p, g);
+  // Kernels may skip cells no alignment uses (the CPU's t = 0 lanes): a NaN seed alone misses them.
+  nan_items_to_nan(out.scores, out.score);
   return {scores_grad_to_caller(p, out.scores), penalty_grad_to_caller(out.gap_open, gap_open),
           p.affine() ? penalty_grad_to_caller(out.gap_extend, *gap_extend)
                      : at::empty({0}, scores.options())};

@@ -5,13 +5,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import softalign
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository
 
 
 def run_in_fresh_process(code: str, timeout: float = 120) -> None:
     """Runs `code`; fails the calling test with its output when it exits non-zero."""
+    # The softalign this process imported (the installed package, or the checkout's python/).
+    package_root = Path(softalign.__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "python"), os.environ.get("PYTHONPATH", "")]))
+        [str(package_root), os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=timeout)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "python"))  # an installed softalign first
 import softalign  # noqa: E402
 
 parser = argparse.ArgumentParser()
