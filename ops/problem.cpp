@@ -188,6 +188,12 @@ at::Tensor nan_of_items(const at::Tensor& score) {
 }
 
 void nan_items_to_nan(at::Tensor& grad, const at::Tensor& score) {
+#ifdef SOFTALIGN_WITH_CUDA
+  // The CUDA kernels' outputs: contiguous, in the score's dtype.
+  if (grad.is_cuda() && grad.is_contiguous() && grad.scalar_type() == score.scalar_type()) {
+    return nan_items_to_nan_cuda(grad, score);
+  }
+#endif
   const at::Tensor nan_items = at::isnan(score.reshape({grad.size(0)}));
   // On the CPU, reading the flag back is free and spares the pass over (B, M, N) when no item
   // is NaN; on a device it would wait for the device (and break CUDA graph capture).

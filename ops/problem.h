@@ -53,6 +53,11 @@ at::Tensor nan_of_items(const at::Tensor& score);
 // An item whose score is NaN gets a NaN d score / d scores (the alignment op's output, which has
 // no grad to carry it). In place on `grad`, (B, M, N).
 void nan_items_to_nan(at::Tensor& grad, const at::Tensor& score);
+#ifdef SOFTALIGN_WITH_CUDA
+// The same on CUDA (scale_by_item.cu): reads each item's score and writes only NaN items' rows,
+// so a batch without NaN costs a read of B floats, not a pass over B M N.
+void nan_items_to_nan_cuda(at::Tensor& grad, const at::Tensor& score);
+#endif
 
 // Checks every argument (naming it in the error) and normalises it.
 Problem make_problem(const at::Tensor& scores, const at::Tensor& gap_open,
