@@ -5,15 +5,13 @@ import doctest
 import math
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import softalign
 from conftest import DEVICES
-from fresh_process import ROOT
+from fresh_process import run_in_fresh_process
 from reference import reference
 
 OPS = [torch.ops.softalign.smith_waterman, torch.ops.softalign.smith_waterman_alignment]
@@ -387,11 +385,7 @@ else:
     raise AssertionError("a second path was accepted")
 print("survived")
 """
-    env = {"PYTHONPATH": str(ROOT / "python")}
-    import os
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**os.environ, **env})
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = run_in_fresh_process(code)
     assert "survived" in run.stdout
     # The second copy names both files where it cannot raise.
     assert str(copy) in run.stderr and first in run.stderr, run.stderr
