@@ -46,6 +46,8 @@ def problem(rng, gen, rows, N_max=120, rows_min=1, gap_scale=1.0):
     B = 32
     M, N = int(rng.integers(rows_min, rows + 1)), int(rng.integers(1, N_max + 1))
     mode, reduction = str(rng.choice(["local", "global"])), str(rng.choice(["max", "soft"]))
+    if mode == "global":
+        reduction = "max"  # the only reduction of a global alignment (one end cell)
     t = float(rng.choice([0.1, 0.25, 0.5, 1.0, 3.0]))
     gb = float(rng.choice([3, 12, 24])) * gap_scale
     o, e = _gaps(rng, B, t, gb)
