@@ -101,7 +101,7 @@ step memcheck timeout 150 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer
   --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
 [ "${GENERAL:-1}" = 1 ] && step memcheck_general env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SOFTALIGN_CUDA_GENERAL=1 \
   compute-sanitizer --tool memcheck --error-exitcode 1 python3 tools/cuda_smoke.py --tiny
-step racecheck timeout 120 compute-sanitizer --tool racecheck --error-exitcode 1 \
+step racecheck timeout 200 compute-sanitizer --tool racecheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny
 step synccheck timeout 120 compute-sanitizer --tool synccheck --error-exitcode 1 \
   python3 tools/cuda_smoke.py --tiny
