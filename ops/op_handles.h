@@ -43,6 +43,11 @@ c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overlo
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
 }
 
+// A saved tensor back to the optional it came from (autograd saves an absent one undefined).
+inline std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
+}
+
 inline const c10::TypedOperatorHandle<ScoreOp>& score_op() {
   static const auto op = find_op<ScoreOp>("softalign::smith_waterman", "tensor");
   return op;

@@ -26,10 +26,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
-  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
-}
-
 [[noreturn]] void no_double_backward() {
   TORCH_CHECK(false,
               "softalign::smith_waterman does not support double backward (a gradient of its "

@@ -22,10 +22,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::optional<at::Tensor> defined_or_none(const at::Tensor& t) {
-  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
-}
-
 // A penalty broadcast against (B, M, N) as docs/spec.md, "Notation", reads it: 1-D is one value per item.
 at::Tensor as_3d(const at::Tensor& penalty) {
   if (penalty.dim() == 1) return penalty.view({penalty.size(0), 1, 1});
