@@ -3,14 +3,16 @@
 #define SOFTALIGN_PACK_NAMESPACE avx2
 #include "../views.h"
 #include "pack.h"
-#include "sweep_lanes.h"
 #include "lanes.h"
+#include "sweep_lanes.h"
+#include "sweep_band.h"
 
 namespace softalign {
 namespace cpu {
 
 const LanesKernels* lanes_kernels_avx2() {
-  static const LanesKernels kernels{16, &avx2::forward_lanes<16>, &avx2::forward_backward_lanes<16>};
+  static const LanesKernels kernels{16, &avx2::forward_lanes<16>, &avx2::forward_backward_lanes<16>,
+                                          16, &avx2::band_job<16>};
   return &kernels;
 }
 

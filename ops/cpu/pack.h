@@ -164,6 +164,14 @@ struct Int {
   Int() = default;
   Int(int32_t x) { v = V{} + x; }
   static Int of(V x) { Int r; r.v = x; return r; }
+  static Int iota() {  // lane l holds l
+    Int r;
+    for (int l = 0; l < W; ++l) set_lane(r.v, l, int32_t(l));
+    return r;
+  }
+  friend Int operator+(Int a, Int b) { return of(a.v + b.v); }
+  friend Int operator-(Int a, Int b) { return of(a.v - b.v); }
+  int32_t operator[](int l) const { return v[l]; }
   friend Mask<W> operator==(Int a, Int b) { return {a.v == b.v}; }
   friend Mask<W> operator<=(Int a, Int b) { return {a.v <= b.v}; }
 };
@@ -202,6 +210,45 @@ inline Pack<W> select(Mask<W> m, Pack<W> a, Pack<W> b) {
 template <int W>
 inline Int<W> select(Mask<W> m, Int<W> a, Int<W> b) {
   return Int<W>::of(vsel(m.v, a.v, b.v));
+}
+
+// Lane l takes lane l - 1 and lane 0 takes x (shift_up), or lane l takes lane l + 1 and lane
+// W - 1 takes x (shift_down): the band sweep's hand-over between the rows of neighbouring lanes.
+template <int W>
+inline Pack<W> shift_up(Pack<W> v, float x) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (W == 16) {
+    const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    const __m256 lo = _mm256_permutevar8x32_ps((__m256)v.v.lo, rotate);
+    const __m256 hi = _mm256_permutevar8x32_ps((__m256)v.v.hi, rotate);
+    Pack<W> r;
+    r.v.lo = (typename VectorOf<8>::F)_mm256_blend_ps(lo, _mm256_set1_ps(x), 1);
+    r.v.hi = (typename VectorOf<8>::F)_mm256_blend_ps(hi, lo, 1);
+    return r;
+  }
+#endif
+  float a[W + 1];
+  v.store(a + 1);
+  a[0] = x;
+  return Pack<W>::load(a);
+}
+template <int W>
+inline Pack<W> shift_down(Pack<W> v, float x) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (W == 16) {
+    const __m256i rotate = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+    const __m256 lo = _mm256_permutevar8x32_ps((__m256)v.v.lo, rotate);
+    const __m256 hi = _mm256_permutevar8x32_ps((__m256)v.v.hi, rotate);
+    Pack<W> r;
+    r.v.lo = (typename VectorOf<8>::F)_mm256_blend_ps(lo, hi, 0x80);
+    r.v.hi = (typename VectorOf<8>::F)_mm256_blend_ps(hi, _mm256_set1_ps(x), 0x80);
+    return r;
+  }
+#endif
+  float a[W + 1];
+  v.store(a);
+  a[W] = x;
+  return Pack<W>::load(a + 1);
 }
 
 // min/max without NaN care (vminps/vmaxps): only for values whose NaN lanes are discarded.

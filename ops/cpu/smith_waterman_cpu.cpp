@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -39,20 +40,72 @@ const LanesKernels* lanes_kernels() {
 
 namespace {
 
-// The items in groups of `width` lanes, -1 filling the last group. Items of similar lengths
-// share a group (sorted by block, largest first), so a group sweeps little outside its blocks.
-std::vector<int64_t> lane_groups(const ProblemView<float>& v, int64_t batch, int width) {
-  std::vector<int64_t> order(batch);
-  std::iota(order.begin(), order.end(), 0);
+// An item of at least this many rows (two bands) and columns is swept in bands (sweep_band.h),
+// by every thread when there are fewer such items than threads; smaller items in groups of
+// items (sweep_lanes.h), whose lanes a few big items could not fill. The choice is the item's
+// own (docs/spec.md: its bits do not depend on the batch around it).
+constexpr int kBandMinColumns = 64;
+bool band_item(const ProblemView<float>& v, int64_t b, int band_rows) {
+  static const bool off = [] {
+    const char* e = std::getenv("SOFTALIGN_CPU_BANDS");  // "0": groups of items only
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  // A penalty that varies along j but not i: its rows' gradients would meet in one entry from
+  // bands on different threads.
+  const bool rows_share = (v.open_si == 0 && v.open_sj != 0) ||
+                          (v.extend && v.extend_si == 0 && v.extend_sj != 0);
+  return !off && !rows_share && v.m_of(b) >= 2 * band_rows && v.n_of(b) >= kBandMinColumns;
+}
+
+// The items of a float32 call split between the two SIMD schedules.
+struct LanesPlan {
+  std::vector<int64_t> banded;  // items swept in bands
+  std::vector<int64_t> groups;  // the rest, in groups of `width` lanes, -1 filling the last group
+};
+
+// Items of similar lengths share a group (sorted by block, largest first), so a group sweeps
+// little outside its blocks.
+LanesPlan plan_lanes(const ProblemView<float>& v, int64_t batch, const cpu::LanesKernels& k) {
+  LanesPlan plan;
+  for (int64_t b = 0; b < batch; ++b)
+    (band_item(v, b, k.band_rows) ? plan.banded : plan.groups).push_back(b);
   if (v.lengths_a || v.lengths_b) {
-    auto block = [&](int64_t b) {
-      return std::make_pair(v.lengths_a ? v.lengths_a[b] : v.M, v.lengths_b ? v.lengths_b[b] : v.N);
-    };
-    std::stable_sort(order.begin(), order.end(),
+    auto block = [&](int64_t b) { return std::make_pair(v.m_of(b), v.n_of(b)); };
+    std::stable_sort(plan.groups.begin(), plan.groups.end(),
                      [&](int64_t x, int64_t y) { return block(x) > block(y); });
   }
-  order.resize((batch + width - 1) / width * width, -1);
-  return order;
+  const size_t padded = (plan.groups.size() + k.width - 1) / k.width * k.width;
+  plan.groups.resize(padded, -1);
+  return plan;
+}
+
+// Runs `sweeps(b, job, on_threads)` for each banded item: whole items a thread when they are at
+// least as many as the threads, else one item after the other with every thread on its bands.
+// `on_threads(f)` runs f on every thread of the item (f takes bands until none is left).
+template <typename Sweeps>
+void run_banded(const ProblemView<float>& v, bool affine, const std::vector<int64_t>& items,
+                const cpu::LanesKernels& k, Sweeps sweeps) {
+  const int64_t count = int64_t(items.size());
+  if (count == 0) return;
+  auto make = [&](int64_t b) { return std::unique_ptr<cpu::BandJob>(k.band_job(v, affine, b)); };
+  if (count >= at::get_num_threads()) {
+    at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t q = begin; q < end; ++q) {
+        auto job = make(items[q]);
+        sweeps(items[q], *job, [](auto&& f) { f(); });
+      }
+    });
+    return;
+  }
+  auto on_threads = [](auto&& f) {
+    at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t q = begin; q < end; ++q) f();
+    });
+  };
+  for (int64_t b : items) {
+    auto job = make(b);
+    sweeps(b, *job, on_threads);
+  }
 }
 
 // The SIMD sweep takes every float32 call where the CPU has the ISA, a batch of one included:
@@ -65,11 +118,15 @@ bool lanes_apply(const Problem& p) {
 void forward_lanes(const Problem& p, at::Tensor& score) {
   const cpu::LanesKernels* k = cpu::lanes_kernels();
   const ProblemView<float> v = view_of<float>(p);
-  const std::vector<int64_t> groups = lane_groups(v, p.batch(), k->width);
+  const LanesPlan plan = plan_lanes(v, p.batch(), *k);
   float* out = score.data_ptr<float>();
   const bool affine = p.affine();
-  at::parallel_for(0, int64_t(groups.size()) / k->width, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t gi = begin; gi < end; ++gi) k->forward(v, affine, &groups[gi * k->width], out);
+  at::parallel_for(0, int64_t(plan.groups.size()) / k->width, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t gi = begin; gi < end; ++gi) k->forward(v, affine, &plan.groups[gi * k->width], out);
+  });
+  run_banded(v, affine, plan.banded, *k, [&](int64_t b, cpu::BandJob& job, auto&& on_threads) {
+    on_threads([&] { job.forward(); });
+    out[b] = job.score();
   });
 }
 
@@ -77,13 +134,19 @@ void forward_backward_lanes(const Problem& p, const at::Tensor& grad, ProblemGra
   const cpu::LanesKernels* k = cpu::lanes_kernels();
   const ProblemView<float> v = view_of<float>(p);
   const GradsView<float> gv = view_of<float>(out);
-  const std::vector<int64_t> groups = lane_groups(v, p.batch(), k->width);
+  const LanesPlan plan = plan_lanes(v, p.batch(), *k);
   const float* grad_of = grad.data_ptr<float>();
   float* score = out.score.data_ptr<float>();
   const bool affine = p.affine();
-  at::parallel_for(0, int64_t(groups.size()) / k->width, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, int64_t(plan.groups.size()) / k->width, 1, [&](int64_t begin, int64_t end) {
     for (int64_t gi = begin; gi < end; ++gi)
-      k->forward_backward(v, affine, &groups[gi * k->width], grad_of, score, gv);
+      k->forward_backward(v, affine, &plan.groups[gi * k->width], grad_of, score, gv);
+  });
+  run_banded(v, affine, plan.banded, *k, [&](int64_t b, cpu::BandJob& job, auto&& on_threads) {
+    on_threads([&] { job.forward(); });
+    score[b] = job.score();
+    on_threads([&] { job.backward(grad_of[b], gv); });
+    job.finish_backward(gv);
   });
 }
 

@@ -40,9 +40,9 @@ struct Buffer {
 // docs/spec.md, "Notation": G[max(i,1)-1]...
 inline int64_t clamp_index(int k) { return k > 0 ? k - 1 : 0; }
 
-// The 8 x 8 block src[r][0..8) (r = 0..7) written transposed: dst[k * stride + r] = src[r][k].
+// The 8 x 8 block src[r][0..8) (r = 0..7) written transposed: dst[k][r] = src[r][k].
 // Lane-major rows of the items to a pack per column and back, without 64 scalar moves.
-inline void transpose8(const float* const* src, float* dst, int64_t stride) {
+inline void transpose8(const float* const* src, float* const* dst) {
 #if defined(__AVX__)
   const __m256 r0 = _mm256_loadu_ps(src[0]), r1 = _mm256_loadu_ps(src[1]);
   const __m256 r2 = _mm256_loadu_ps(src[2]), r3 = _mm256_loadu_ps(src[3]);
@@ -56,18 +56,25 @@ inline void transpose8(const float* const* src, float* dst, int64_t stride) {
   const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
   const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
   const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  _mm256_storeu_ps(dst + 0 * stride, _mm256_permute2f128_ps(u0, u4, 0x20));
-  _mm256_storeu_ps(dst + 1 * stride, _mm256_permute2f128_ps(u1, u5, 0x20));
-  _mm256_storeu_ps(dst + 2 * stride, _mm256_permute2f128_ps(u2, u6, 0x20));
-  _mm256_storeu_ps(dst + 3 * stride, _mm256_permute2f128_ps(u3, u7, 0x20));
-  _mm256_storeu_ps(dst + 4 * stride, _mm256_permute2f128_ps(u0, u4, 0x31));
-  _mm256_storeu_ps(dst + 5 * stride, _mm256_permute2f128_ps(u1, u5, 0x31));
-  _mm256_storeu_ps(dst + 6 * stride, _mm256_permute2f128_ps(u2, u6, 0x31));
-  _mm256_storeu_ps(dst + 7 * stride, _mm256_permute2f128_ps(u3, u7, 0x31));
+  _mm256_storeu_ps(dst[0], _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst[1], _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst[2], _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst[3], _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst[4], _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst[5], _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst[6], _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst[7], _mm256_permute2f128_ps(u3, u7, 0x31));
 #else
   for (int r = 0; r < 8; ++r)
-    for (int k = 0; k < 8; ++k) dst[k * stride + r] = src[r][k];
+    for (int k = 0; k < 8; ++k) dst[k][r] = src[r][k];
 #endif
+}
+
+// The same with the transposed rows at a stride: dst[k * stride + r] = src[r][k].
+inline void transpose8(const float* const* src, float* dst, int64_t stride) {
+  float* rows[8];
+  for (int k = 0; k < 8; ++k) rows[k] = dst + k * stride;
+  transpose8(src, rows);
 }
 
 // The W lanes' items: which item, its block, where its inputs are.
