@@ -34,12 +34,18 @@ GAPS = {"linear": (-1.0, None), "affine": (-1.0, -0.5)}
 PASSES = ("fwd", "fwd+bwd")
 LOOP_MAX_SIDE = 64  # the seed loop is timed where affordable: M, N <= 64 (linear gaps only)
 
-# CPU (docs/performance.md, "CPU"). The one-thread targets double
+# CPU (docs/performance.md, "CPU"). The one-thread targets at (64, 256, 256) double
 # as the ceiling, per thread: the fraction column is GCUPS / (threads x ceiling).
-CPU_CASES = [(16, 32, 32), (64, 256, 256)]
+CPU_CASES = [(16, 32, 32), (64, 256, 256), (8, 1024, 1024), (4, 2048, 2048), (1, 4096, 4096),
+             (1, 20000, 20000)]
+CPU_FORWARD_ONLY = {(1, 20000, 20000)}  # its forward + backward: tools (docs/performance.md)
+CPU_QUICK_SKIPS = {(4, 2048, 2048), (1, 20000, 20000)}  # --quick: a smoke run
 CPU_CEILING_PER_THREAD = {"fwd": 0.150, "fwd+bwd": 0.060}  # GCUPS (150 and 60 M cells/s)
 CPU_TARGET_SIZE = (64, 256, 256)  # where the cells/s targets apply (one thread)
-CPU_SCALING_TARGET = 1.8  # two threads >= 1.8x one thread
+CPU_ONE_PAIR = (1, 4096, 4096)  # one long pair: its own targets (one thread, linear)
+CPU_ONE_PAIR_TARGETS = {"fwd": 0.1, "fwd+bwd": 0.04}  # GCUPS
+CPU_HARD_TARGET = 2.5  # GCUPS, t = 0 forward of one (4096, 4096) pair, one thread
+CPU_SCALING_TARGETS = {(64, 256, 256): 1.8, (1, 4096, 4096): 1.7, (8, 1024, 1024): 1.7}
 CPU_LOOP_SPEEDUP_TARGET = 1000.0  # (16, 32, 32): >= 1000x the PyTorch loop
 
 # GPU (docs/performance.md, "The ceilings"; measured on an H200): ceilings and the targets per case.
@@ -86,6 +92,7 @@ class Row:
     target: Optional[Target] = None
     vs_loop: Optional[float] = None
     scaling: Optional[float] = None  # one thread's time / this row's
+    memory: Optional[float] = None  # peak extra resident memory / the scores' bytes (CPU)
 
     @property
     def gcups(self) -> float:
@@ -99,13 +106,14 @@ class Row:
             significant(self.gcups), percent(self.gcups / self.ceiling),
             "" if self.vs_loop is None else times(self.vs_loop),
             "" if self.scaling is None else f"{self.scaling:.2f}x",
+            "" if self.memory is None else f"{self.memory:.2f}x",
             str(self.target) if self.target else "",
             "" if met is None else ("yes" if met else "NO"),
         ]
 
 
 HEADERS = ["case (B, M, N)", "gaps", "pass", "impl", "thr", "median", "GCUPS", "of ceiling",
-           "vs loop", "vs 1 thr", "target", "met"]
+           "vs loop", "vs 1 thr", "memory", "target", "met"]
 
 
 def print_table(headers: list[str], rows: list[list[str]], text_columns: int) -> None:
@@ -164,15 +172,40 @@ def reps_for(seconds_per_call: float, budget_s: float, lo: int, hi: int) -> int:
 # ----------------------------------------------------------------------------------------------
 # CPU
 # ----------------------------------------------------------------------------------------------
-def time_cpu(fn, shape, backward: bool, budget_s: float, min_reps: int) -> float:
-    call = step(fn, random_inputs(shape, count=4, requires_grad=backward), backward)
+def peak_rss_reset() -> Optional[int]:
+    """Resets the process's peak resident memory (Linux: /proc/self/clear_refs) and returns the
+    resident memory now, in bytes; None where the kernel does not offer it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return rss_bytes("VmRSS")
+    except OSError:
+        return None
+
+
+def rss_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(field)
+
+
+def time_cpu(fn, shape, backward: bool, budget_s: float, min_reps: int):
+    """(median seconds, peak resident memory of the first call beyond its inputs, in bytes)."""
+    count = 1 if math.prod(shape) > 1e8 else 4
+    call = step(fn, random_inputs(shape, count=count, requires_grad=backward), backward)
+    base = peak_rss_reset()
     first = cpu_median(call, reps=1, warmup=0)  # the warm-up call, timed for the estimate
-    return cpu_median(call, reps_for(first, budget_s, min_reps, 300), warmup=0)
+    extra = None if base is None else rss_bytes("VmHWM") - base
+    return cpu_median(call, reps_for(first, budget_s, min_reps, 300), warmup=0), extra
 
 
 def cpu_target(case, gaps: str, pass_: str, threads: int) -> Optional[Target]:
     if threads == 2:
-        return Target("x 1 thr", CPU_SCALING_TARGET)
+        return Target("x 1 thr", CPU_SCALING_TARGETS[case]) if case in CPU_SCALING_TARGETS else None
+    if threads == 1 and gaps == "linear" and case == CPU_ONE_PAIR:
+        return Target("GCUPS", CPU_ONE_PAIR_TARGETS[pass_])
     if threads == 1 and gaps == "linear" and case == CPU_TARGET_SIZE:
         return Target("GCUPS", CPU_CEILING_PER_THREAD[pass_])
     if threads == 1 and gaps == "linear" and max(case[1:]) <= LOOP_MAX_SIDE:
@@ -193,9 +226,12 @@ def bench_cpu(threads: list[int], quick: bool) -> None:
         torch.set_num_threads(n)
         for case, gaps, pass_ in itertools.product(CPU_CASES, GAPS, PASSES):
             backward = pass_ == "fwd+bwd"
-            median = time_cpu(op(gaps), case, backward, budget_s, min_reps)
+            if (backward and case in CPU_FORWARD_ONLY) or (quick and case in CPU_QUICK_SKIPS):
+                continue
+            median, extra = time_cpu(op(gaps), case, backward, budget_s, min_reps)
             row = Row(case, gaps, pass_, "softalign", median, CPU_CEILING_PER_THREAD[pass_] * n,
                       threads=n, target=cpu_target(case, gaps, pass_, n))
+            row.memory = None if extra is None else extra / (math.prod(case) * 4)
             if n == 1:
                 one_thread[case, gaps, pass_] = median
             elif (case, gaps, pass_) in one_thread:
@@ -206,7 +242,16 @@ def bench_cpu(threads: list[int], quick: bool) -> None:
                 row.vs_loop = loop / median
                 rows.append(Row(case, gaps, pass_, "seed loop", loop, row.ceiling, threads=n))
             rows.append(row)
+        # The classic hard alignment (t = 0) of one long pair.
+        hard = lambda x: softalign.smith_waterman(x, -1.0, temperature=0.0)  # noqa: E731
+        median, extra = time_cpu(hard, CPU_ONE_PAIR, False, budget_s, min_reps)
+        row = Row(CPU_ONE_PAIR, "linear", "fwd", "softalign t=0", median,
+                  CPU_CEILING_PER_THREAD["fwd"] * n, threads=n,
+                  target=Target("GCUPS", CPU_HARD_TARGET) if n == 1 else None)
+        row.memory = None if extra is None else extra / (math.prod(CPU_ONE_PAIR) * 4)
+        rows.append(row)
     rows.sort(key=lambda r: (r.case, r.gaps != "linear", r.pass_, r.threads, r.impl))
+    print("memory: the first call's peak resident memory beyond its inputs, in scores' sizes")
     print_table(HEADERS, [r.cells() for r in rows], text_columns=4)
 
 

@@ -40,12 +40,14 @@ const LanesKernels* lanes_kernels() {
 
 namespace {
 
-// An item of at least this many rows (two bands) and columns is swept in bands (sweep_band.h),
-// by every thread when there are fewer such items than threads; smaller items in groups of
-// items (sweep_lanes.h), whose lanes a few big items could not fill. The choice is the item's
-// own (docs/spec.md: its bits do not depend on the batch around it).
+// Batches of fewer items than a group's lanes: each item of at least two bands of rows and
+// kBandMinColumns columns is swept in bands (sweep_band.h), by every thread when there are fewer
+// such items than threads; the rest in groups of items (sweep_lanes.h). Larger batches fill the
+// groups, whose backward keeps every DP value instead of recomputing bands, and is faster.
+// The choice depends on the batch's size, never on the threads (docs/spec.md, "Dtypes and
+// devices").
 constexpr int kBandMinColumns = 64;
-bool band_item(const ProblemView<float>& v, int64_t b, int band_rows) {
+bool band_item(const ProblemView<float>& v, int64_t batch, int64_t b, const cpu::LanesKernels& k) {
   static const bool off = [] {
     const char* e = std::getenv("SOFTALIGN_CPU_BANDS");  // "0": groups of items only
     return e && std::strcmp(e, "0") == 0;
@@ -54,7 +56,8 @@ bool band_item(const ProblemView<float>& v, int64_t b, int band_rows) {
   // bands on different threads.
   const bool rows_share = (v.open_si == 0 && v.open_sj != 0) ||
                           (v.extend && v.extend_si == 0 && v.extend_sj != 0);
-  return !off && !rows_share && v.m_of(b) >= 2 * band_rows && v.n_of(b) >= kBandMinColumns;
+  return !off && !rows_share && batch < k.width && v.m_of(b) >= 2 * k.band_rows &&
+         v.n_of(b) >= kBandMinColumns;
 }
 
 // The items of a float32 call split between the two SIMD schedules.
@@ -68,7 +71,7 @@ struct LanesPlan {
 LanesPlan plan_lanes(const ProblemView<float>& v, int64_t batch, const cpu::LanesKernels& k) {
   LanesPlan plan;
   for (int64_t b = 0; b < batch; ++b)
-    (band_item(v, b, k.band_rows) ? plan.banded : plan.groups).push_back(b);
+    (band_item(v, batch, b, k) ? plan.banded : plan.groups).push_back(b);
   if (v.lengths_a || v.lengths_b) {
     auto block = [&](int64_t b) { return std::make_pair(v.m_of(b), v.n_of(b)); };
     std::stable_sort(plan.groups.begin(), plan.groups.end(),
