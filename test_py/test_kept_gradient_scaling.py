@@ -75,3 +75,24 @@ def test_meta_shape():
 def test_opcheck(device):
     values = torch.randn(3, 4, 8, device=device)
     torch.library.opcheck(scale_by_item, (values, torch.randn(3, device=device)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(3, 9, 11), (2, 40, 70)])
+def test_backward_that_frees_the_graph_equals_one_that_keeps_it(shape, device):
+    """A training step's backward (the graph freed) scales the kept gradient where it lies on
+    the CPU; with retain_graph the kept gradient must survive for the next backward. Every
+    route gives the same bits."""
+    import softalign
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(shape, generator=g).to(device).requires_grad_()
+    gap_open = torch.full((shape[0],), -1.0, device=device, requires_grad=True)
+    weights = torch.linspace(0.5, 2.0, shape[0], device=device)
+    score = softalign.smith_waterman(scores, gap_open=gap_open, temperature=0.7)
+    kept = torch.autograd.grad((score * weights).sum(), [scores, gap_open], retain_graph=True)
+    again = torch.autograd.grad((score * weights).sum(), [scores, gap_open], retain_graph=True)
+    freed = torch.autograd.grad((score * weights).sum(), [scores, gap_open])
+    for a, b, c in zip(kept, again, freed):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    with pytest.raises(RuntimeError, match="backward"):  # the graph is gone
+        torch.autograd.grad(score.sum(), scores)

@@ -10,6 +10,7 @@
 //    backward op recomputes the DP (a per-item, per-position penalty gradient would be a second
 //    float per cell).
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/library.h>
 
 #include <array>
@@ -65,10 +66,31 @@ class SmithWatermanBackward : public torch::autograd::Function<SmithWatermanBack
 };
 
 // grad times the per-item gradients the forward kept, in the caller's shapes and dtypes, for
-// the inputs autograd asks about (`wanted`: scores, gap_open, gap_extend). A Function of the
-// op's inputs too (scores, penalties: their shapes, dtypes and devices), so that
-// differentiating the result again reaches its backward and says so, as SmithWatermanBackward
-// does.
+// the inputs autograd asks about (`wanted`: scores, gap_open, gap_extend). `in_place`: d_scores
+// is scaled where it lies (it is released after the backward, and no second B*M*N tensor is
+// written).
+variable_list scaled_item_gradients(const at::Tensor& grad, const at::Tensor& d_scores,
+                                    const at::Tensor& d_open,
+                                    const std::optional<at::Tensor>& d_extend,
+                                    const at::Tensor& scores, const at::Tensor& gap_open,
+                                    const std::optional<at::Tensor>& gap_extend,
+                                    std::array<bool, 3> wanted, bool in_place) {
+  const at::Tensor g = grad.reshape({d_scores.size(0), 1, 1}).to(d_scores.scalar_type());
+  variable_list grads;  // only defined tensors: a Function's outputs need a device
+  if (wanted[0]) {
+    at::Tensor scores_grad =
+        (in_place ? d_scores.mul_(g) : scale_by_item_op().call(d_scores, g.view({d_scores.size(0)})))
+            .to(scores.scalar_type());
+    grads.push_back(scores.dim() == 2 ? scores_grad.squeeze(0) : scores_grad);
+  }
+  if (wanted[1]) grads.push_back(penalty_grad_to_caller(d_open * g, gap_open));
+  if (wanted[2] && gap_extend) grads.push_back(penalty_grad_to_caller(*d_extend * g, *gap_extend));
+  return grads;
+}
+
+// scaled_item_gradients as a Function of the op's inputs too (scores, penalties: their shapes,
+// dtypes and devices), so that differentiating the result again reaches its backward and says
+// so, as SmithWatermanBackward does.
 class ScaleItemGradients : public torch::autograd::Function<ScaleItemGradients> {
  public:
   static variable_list forward(AutogradContext*, const at::Tensor& grad, const at::Tensor& d_scores,
@@ -77,16 +99,8 @@ class ScaleItemGradients : public torch::autograd::Function<ScaleItemGradients> 
                                const std::optional<at::Tensor>& gap_extend,
                                std::array<bool, 3> wanted) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    const at::Tensor g = grad.reshape({d_scores.size(0), 1, 1}).to(d_scores.scalar_type());
-    variable_list grads;  // only defined tensors: a Function's outputs need a device
-    if (wanted[0]) {
-      at::Tensor scores_grad =
-          scale_by_item_op().call(d_scores, g.view({d_scores.size(0)})).to(scores.scalar_type());
-      grads.push_back(scores.dim() == 2 ? scores_grad.squeeze(0) : scores_grad);
-    }
-    if (wanted[1]) grads.push_back(penalty_grad_to_caller(d_open * g, gap_open));
-    if (wanted[2] && gap_extend) grads.push_back(penalty_grad_to_caller(*d_extend * g, *gap_extend));
-    return grads;
+    return scaled_item_gradients(grad, d_scores, d_open, d_extend, scores, gap_open, gap_extend,
+                                 wanted, /*in_place=*/false);
   }
 
   static variable_list backward(AutogradContext*, variable_list) { no_double_backward(); }
@@ -122,9 +136,16 @@ class SmithWatermanKeepingGradient
     const std::array<bool, 3> wanted{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
                                      gap_extend.has_value() && ctx->needs_input_grad(2)};
     // NaN items: a NaN factor, so that every gradient of theirs is NaN (saved[6]).
-    const variable_list grads = ScaleItemGradients::apply(
-        grad_outputs[0] + saved[6], saved[0], saved[1], defined_or_none(saved[2]), saved[3],
-        saved[4], gap_extend, wanted);
+    const at::Tensor grad = grad_outputs[0] + saved[6];
+    // A backward that frees the graph (no retain_graph, no create_graph: a training step) on
+    // the CPU scales the kept gradient where it lies: a forward + backward then holds one
+    // float a cell, not two (docs/performance.md, "CPU").
+    const bool in_place = saved[0].is_cpu() && !torch::autograd::get_current_graph_task_keep_graph();
+    const variable_list grads =
+        in_place ? scaled_item_gradients(grad, saved[0], saved[1], defined_or_none(saved[2]),
+                                         saved[3], saved[4], gap_extend, wanted, true)
+                 : ScaleItemGradients::apply(grad, saved[0], saved[1], defined_or_none(saved[2]),
+                                             saved[3], saved[4], gap_extend, wanted);
     // One entry per forward input: scores, gap_open, gap_extend, then the non-differentiable.
     variable_list out(8);
     size_t next = 0;

@@ -239,17 +239,21 @@ class BandSweep final : public cpu::BandJob {
     }
   }
 
-  // Column 0 of the band's rows (docs/spec.md's boundaries), from its top row's.
+  // Column 0 of the band's rows (docs/spec.md's boundaries), from its top row's. Lanes past
+  // row m repeat row m's penalties (their values are never used).
   void first_column(int band, float (&col)[kStates][W]) const {
     const float ninf = dp::neg_inf<float>();
     const int i0 = band * W;
     if constexpr (!kAffine) {
       float h = boundary(0, band)[0];
-      for (int k = 0; k < W; ++k) col[0][k] = h = c_.local ? 0.0f : h + open_.at(i0 + 1 + k, 0);
+      for (int k = 0; k < W; ++k) {
+        const int i = i0 + 1 + k < m_ ? i0 + 1 + k : m_;
+        col[0][k] = h = c_.local ? 0.0f : h + open_.at(i, 0);
+      }
     } else {
       float a = boundary(dp::kA, band)[0], x = boundary(dp::kX, band)[0];
       for (int k = 0; k < W; ++k) {
-        const int i = i0 + 1 + k;
+        const int i = i0 + 1 + k < m_ ? i0 + 1 + k : m_;
         float t[2];
         dp::AffineVerticalTerms::of(a, x, open_.at(i, 0), extend_.at(i, 0), t);
         a = col[dp::kA][k] = col[dp::kY][k] = ninf;
