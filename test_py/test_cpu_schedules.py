@@ -116,3 +116,29 @@ def test_bands_with_minus_inf_and_nan(model):
     assert torch.equal(grads["scores"][0, 10:20], torch.zeros(10, 70))
     torch.testing.assert_close(grads["scores"][0].double(), want_grads["scores"][0], rtol=2e-5,
                                atol=2e-5)
+
+
+@pytest.mark.parametrize("inputs", ["ties", "nan", "plus_inf", "minus_inf_block"])
+@pytest.mark.parametrize("end", ENDS)
+@pytest.mark.parametrize("model", MODELS)
+def test_bands_at_t0_max_plus_and_general_steps(model, end, inputs):
+    """t = 0: chunks of 64 steps whose values are all below +inf take max-plus steps, the others
+    recurrence.h's (NaN and +inf care); both give the float64 backend's results. Small integer
+    scores make ties: the first maximal cell in row-major order takes the gradient."""
+    B, M, N = 2, 70, 300
+    gen = torch.Generator().manual_seed(7)
+    scores = torch.randint(-3, 4, (B, M, N), generator=gen).double()
+    if inputs == "nan":
+        scores[1, 40, 150] = float("nan")
+    elif inputs == "plus_inf":
+        scores[1, 20, 200] = float("inf")
+    elif inputs == "minus_inf_block":
+        scores[:, 30:50, 100:180] = -float("inf")
+    extend = -1.0 if model == "affine" else None
+    p = Problem(scores, -2.0, extend, 0.0, mode=end[0], reduction=end[1])
+    got, got_grads = evaluate(softalign.smith_waterman, p.on("cpu", torch.float32))
+    want, want_grads = evaluate(softalign.smith_waterman, p.on("cpu", torch.float64))
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=0, equal_nan=True)
+    for name in want_grads:
+        torch.testing.assert_close(got_grads[name].double(), want_grads[name], rtol=0, atol=0,
+                                   equal_nan=True, msg=lambda m: f"d score / d {name}: {m}")

@@ -17,6 +17,10 @@
 #error "define SOFTALIGN_PACK_NAMESPACE (one per instruction set) before including pack.h"
 #endif
 
+// The cell math's functions are inlined into the sweeps whatever their size: a call passes
+// its packs through the stack.
+#define SOFTALIGN_PACK_INLINE inline __attribute__((always_inline))
+
 namespace softalign {
 namespace SOFTALIGN_PACK_NAMESPACE {
 
@@ -184,8 +188,30 @@ struct Pack {
   Pack() = default;
   Pack(float x) { v = V{} + x; }  // broadcast, as the cell math's T(0), T(1) expect
   static Pack of(V x) { Pack r; r.v = x; return r; }
-  static Pack load(const float* p) { Pack r; std::memcpy(&r.v, p, sizeof(V)); return r; }
-  void store(float* p) const { std::memcpy(p, &v, sizeof(V)); }
+  // Whole-register loads and stores (a memcpy of a pair of registers compiles to 16-byte
+  // moves through the stack, whose reloads stall on store forwarding).
+  static Pack load(const float* p) {
+    Pack r;
+#if defined(__AVX__) && !defined(__AVX512F__)
+    if constexpr (W == 16) {
+      r.v.lo = (typename VectorOf<8>::F)_mm256_loadu_ps(p);
+      r.v.hi = (typename VectorOf<8>::F)_mm256_loadu_ps(p + 8);
+      return r;
+    }
+#endif
+    std::memcpy(&r.v, p, sizeof(V));
+    return r;
+  }
+  void store(float* p) const {
+#if defined(__AVX__) && !defined(__AVX512F__)
+    if constexpr (W == 16) {
+      _mm256_storeu_ps(p, (__m256)v.lo);
+      _mm256_storeu_ps(p + 8, (__m256)v.hi);
+      return;
+    }
+#endif
+    std::memcpy(p, &v, sizeof(V));
+  }
   float operator[](int l) const { return v[l]; }
   void set(int l, float x) { set_lane(v, l, x); }
 
@@ -210,6 +236,18 @@ inline Pack<W> select(Mask<W> m, Pack<W> a, Pack<W> b) {
 template <int W>
 inline Int<W> select(Mask<W> m, Int<W> a, Int<W> b) {
   return Int<W>::of(vsel(m.v, a.v, b.v));
+}
+
+// Lane W - 1, from registers (v[W - 1] would keep the pack in memory).
+template <int W>
+SOFTALIGN_PACK_INLINE float last_lane(Pack<W> v) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if constexpr (W == 16) {
+    const __m128 high = _mm256_extractf128_ps((__m256)v.v.hi, 1);
+    return _mm_cvtss_f32(_mm_permute_ps(high, 3));
+  }
+#endif
+  return v[W - 1];
 }
 
 // Lane l takes lane l - 1 and lane 0 takes x (shift_up), or lane l takes lane l + 1 and lane
@@ -278,7 +316,7 @@ inline typename Int<W>::V to_bits(typename Pack<W>::V f) {
 // (exp(0) = 1); 0 below -87.3 and for -inf (tiny results near there are not exact denormals);
 // +inf above 88.7; NaN in, NaN out.
 template <int W>
-inline Pack<W> exp_(Pack<W> a) {
+SOFTALIGN_PACK_INLINE Pack<W> exp_(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
   const F x0 = a.v;
@@ -310,7 +348,7 @@ inline Pack<W> log_(Pack<W> a);
 // log of normal, finite, positive x (the special cases of log_ left out: the sums the cell math
 // takes logs of lie in [1, K]).
 template <int W>
-inline Pack<W> log_positive(Pack<W> a) {
+SOFTALIGN_PACK_INLINE Pack<W> log_positive(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
   const F x0 = a.v;
@@ -340,7 +378,7 @@ inline Pack<W> log_positive(Pack<W> a) {
 }
 
 template <int W>
-inline Pack<W> log_(Pack<W> a) {
+SOFTALIGN_PACK_INLINE Pack<W> log_(Pack<W> a) {
   using F = typename Pack<W>::V;
   const F x0 = a.v;
   F y = log_positive(a).v;
@@ -357,7 +395,7 @@ inline Pack<W> log_(Pack<W> a) {
 // for sums that it cannot change). y > 0 or NaN give unspecified values: callers discard those
 // lanes.
 template <bool kZeroBelow = true, int W>
-inline Pack<W> exp2_nonpositive(Pack<W> a) {
+SOFTALIGN_PACK_INLINE Pack<W> exp2_nonpositive(Pack<W> a) {
   using F = typename Pack<W>::V;
   using I = typename Int<W>::V;
   const F y0 = a.v;

@@ -119,7 +119,7 @@ class BandSweep final : public cpu::BandJob {
         extend_{p.extend ? p.extend + b * p.extend_sb : nullptr, p.extend_si, p.extend_sj},
         m_(p.m_of(b)), n_(p.n_of(b)), bands_((m_ + W - 1) / W), steps_(n_ + W - 1),
         width_(n_ + 1), boundary_(int64_t(kStates) * (bands_ + 1) * width_),
-        progress_(bands_ + 1), row_best_(m_ + 1), row_sum_(m_ + 1), row_j_(m_ + 1), b_(b),
+        progress_(bands_ + 1), row_best_(m_ + 1), row_sum_(m_ + 1), b_(b),
         adjoint_(int64_t(kStates) * kRing * width_), back_done_(bands_ + 1), row_d_open_(m_ + 1),
         row_d_extend_(m_ + 1) {
     first_row();
@@ -152,10 +152,9 @@ class BandSweep final : public cpu::BandJob {
           end_.soft_sum += v == end_.best ? row_sum_[i]
                                           : row_sum_[i] * std::exp((v - end_.best) / c_.temperature);
         }
-      } else if (row_j_[i] > 0 && (v > end_.best || v != v) && end_.best == end_.best) {
+      } else if ((v > end_.best || v != v) && end_.best == end_.best) {  // a cell's (> 0)
         end_.best = v;
-        end_.best_i = i;
-        end_.best_j = row_j_[i];
+        end_.best_i = i;  // its column: backward_band's
       }
     }
     return end_.score(c_);
@@ -272,99 +271,112 @@ class BandSweep final : public cpu::BandJob {
   }
 
   // A row's end: sweep.h's LocalEnd with a lane per row, the empty alignment left out (the
-  // rows are merged into one LocalEnd in score()).
+  // rows are merged into one LocalEnd in score()). The max keeps the value only: the adjoint
+  // finds the best cell's column in its recomputed band.
   struct RowEnds {
     P best = P(0.0f), sum = P(0.0f);
-    I best_j = I(0);
-    void add(P v, I j, Mk in, bool soft, P inv_t) {
+    void add(P v, Mk in, bool soft, P inv_t) {
       if (soft) {  // LocalEndLanes::add's
         const Mk gt = v > best;
         const P e = select(v == best, P(1.0f), exp_(select(gt, best - v, v - best) * inv_t));
         sum = select(in, select(gt, sum * e + P(1.0f), sum + e), sum);
         best = select(in & gt, v, best);
-      } else {
-        const Mk take = ((v > best) | (v != v)) & (best == best) & in;
-        best = select(take, v, best);
-        best_j = select(take, j, best_j);
+      } else {  // NaN sticks
+        best = select(((v > best) | (v != v)) & (best == best) & in, v, best);
       }
     }
   };
 
+  // Whether every lane of the packs at p[0], p[W], ... (count of them) is below +inf (not NaN).
+  static bool below_inf(const float* p, int count) {
+    Mk bad = Mk::none();
+    for (int k = 0; k < count; ++k) bad = bad | !(P::load(p + int64_t(k) * W) < P(INFINITY));
+    return !any(bad);
+  }
+  static bool below_inf(const float* row, int from, int to) {  // row[from..to]
+    for (int j = from; j <= to; ++j)
+      if (!(row[j] < INFINITY)) return false;
+    return true;
+  }
+
   // The band's forward. With `keep`, a recomputation for the adjoint: every step's values go to
   // keep[(state * steps + s) * W + lane] and nothing the forward shares is written.
+  //
+  // At t = 0 (the max), a chunk whose inputs, top row and carried values are all below +inf
+  // (no NaN can arise: sums of finite values and -inf, and their maxima) takes max-plus steps:
+  // the cell of recurrence.h without its NaN care and, affine with penalties of one value an
+  // item, the maxima taken before the lane shift (max and the shift commute), so that a step
+  // shifts two packs instead of three. The same values, bit for bit: max is exact.
   void forward_band(int band, float* keep = nullptr) {
     const int i0 = band * W;
     const bool local = c_.local;
     const bool soft = local && c_.soft_reduction && c_.temperature > 0.0f;
+    const bool hard = c_.temperature == 0.0f;
     const P inv_t = P(soft ? 1.0f / c_.temperature : 0.0f);
     const float* top[kStates];
     float* bottom[kStates];
     if (!keep) wait_for_row_above(band, 0);  // its column 0, written before its first step
     float col[kStates][W];
     first_column(band, col);
-    P col_pack[kStates], prev[kStates], diag[kStates];
+    // prev: the values of step s - 1; prev2: of step s - 2 (step -1 and -2: every lane before
+    // its first column holds column 0).
+    P col_pack[kStates], prev[kStates], prev2[kStates];
     for (int st = 0; st < kStates; ++st) {
       top[st] = boundary(st, band);
       bottom[st] = boundary(st, band + 1);
       if (!keep) bottom[st][0] = col[st][W - 1];
-      col_pack[st] = P::load(col[st]);
-      prev[st] = col_pack[st];  // step -1: every lane before its first column
-      diag[st] = shift_up(col_pack[st], top[st][0]);
+      col_pack[st] = prev[st] = prev2[st] = P::load(col[st]);
     }
     const I lane = I::iota();
     const Mk row_in = lane <= I(m_ - i0 - 1);
-    const int last_lane = m_ - i0 - 1;  // the lane of row m, if this band holds it
+    const bool partial = i0 + W > m_;
+    const int end_lane = m_ - i0 - 1;  // the lane of row m, if this band holds it
     const P open_value = P(open_.constant() ? open_.base[0] : 0.0f);
     const P extend_value = P(kAffine && extend_.constant() ? extend_.base[0] : 0.0f);
+    const bool max_plus_penalties = !kAffine || (open_.constant() && extend_.constant());
     Buffer<float> s_in(kChunk * W), o_in(open_.constant() ? 0 : kChunk * W),
         e_in(kAffine && !extend_.constant() ? kChunk * W : 0);
     RowEnds ends;
+    // Bookkeeping of a step's values `cur`: kept, or the row ends, the band's last row, the end
+    // cell (global).
+    auto step_done = [&](int s, const P (&cur)[kStates]) {
+      if (keep) {
+        for (int st = 0; st < kStates; ++st) cur[st].store(keep + (int64_t(st) * steps_ + s) * W);
+        return;
+      }
+      const int j_last = s + 2 - W;  // lane W - 1's column
+      if (j_last >= 1 && j_last <= n_)
+        for (int st = 0; st < kStates; ++st) bottom[st][j_last] = last_lane(cur[st]);
+      if (!local && end_lane < W && s == n_ - 1 + end_lane) {
+        float lanes[W];
+        for (int st = 0; st < kStates; ++st) {
+          cur[st].store(lanes);
+          last_[st] = lanes[end_lane];
+        }
+      }
+    };
     for (int s0 = 0; s0 < steps_; s0 += kChunk) {
       const int s1 = s0 + kChunk < steps_ ? s0 + kChunk : steps_;
       if (!keep) wait_for_row_above(band, s1 < n_ ? s1 : n_);
       stage_skewed<W>(s_in.p, scores_, i0, s0, s1, m_, n_);
       if (!open_.constant()) stage_skewed<W>(o_in.p, open_, i0, s0, s1, m_, n_);
       if (kAffine && !extend_.constant()) stage_skewed<W>(e_in.p, extend_, i0, s0, s1, m_, n_);
-      for (int s = s0; s < s1; ++s) {
-        const int64_t at = int64_t(s - s0) * W;
-        const P score = P::load(s_in.p + at);
-        const P o = open_.constant() ? open_value : P::load(o_in.p + at);
-        const int jt = s + 1 < n_ ? s + 1 : n_;  // lane 0's column (past n: any)
-        const I j = I(s + 1) - lane;
-        P cur[kStates], up[kStates];
-        for (int st = 0; st < kStates; ++st) up[st] = shift_up(prev[st], top[st][jt]);
-        if constexpr (!kAffine) {
-          P x[4];
-          dp::LinearTerms::of(diag[0], up[0], prev[0], score, o, local, x);
-          cur[0] = cell_.smax(x);
-        } else {
-          const P e = extend_.constant() ? extend_value : P::load(e_in.p + at);
-          P xa[4], xv[2], xh[3];
-          dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], local, xa);
-          dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
-          dp::AffineHorizontalTerms::of(prev[dp::kA], prev[dp::kX], prev[dp::kY], o, e, xh);
-          cur[dp::kA] = score + cell_.smax(xa);
-          cur[dp::kX] = cell_.smax(xv);
-          cur[dp::kY] = cell_.smax(xh);
-        }
-        if (s < W - 1) {  // lanes before their first column hold column 0
-          const Mk before = j <= I(0);
-          for (int st = 0; st < kStates; ++st) cur[st] = select(before, col_pack[st], cur[st]);
-        }
-        if (keep) {
-          for (int st = 0; st < kStates; ++st) cur[st].store(keep + (int64_t(st) * steps_ + s) * W);
-        } else {
-          if (local) ends.add(cur[0], j, row_in & (I(1) <= j) & (j <= I(n_)), soft, inv_t);
-          const int j_last = s + 2 - W;  // lane W - 1's column
-          if (j_last >= 1 && j_last <= n_)
-            for (int st = 0; st < kStates; ++st) bottom[st][j_last] = cur[st][W - 1];
-          if (!local && last_lane < W && s == n_ - 1 + last_lane)
-            for (int st = 0; st < kStates; ++st) last_[st] = cur[st][last_lane];
-        }
-        for (int st = 0; st < kStates; ++st) {
-          diag[st] = up[st];
-          prev[st] = cur[st];
-        }
+      bool max_plus = hard && max_plus_penalties && below_inf(s_in.p, s1 - s0) &&
+                      (open_.constant() || below_inf(o_in.p, s1 - s0)) &&
+                      (!kAffine || extend_.constant() || below_inf(e_in.p, s1 - s0));
+      for (int st = 0; st < kStates && max_plus; ++st) {
+        float carried[2 * W];
+        prev[st].store(carried);
+        prev2[st].store(carried + W);
+        max_plus = below_inf(carried, 2) &&
+                   below_inf(top[st], s0 < n_ ? s0 : n_, s1 < n_ ? s1 : n_);
+      }
+      if (max_plus) {
+        max_plus_steps(s0, s1, top, col_pack, prev, prev2, s_in.p, o_in.p, open_value,
+                       extend_value, lane, row_in, partial, ends, step_done);
+      } else {
+        general_steps(s0, s1, top, col_pack, prev, prev2, s_in.p, o_in.p, e_in.p, open_value,
+                      extend_value, lane, row_in, local && !keep, soft, inv_t, ends, step_done);
       }
       if (!keep) __atomic_store_n(&progress_[band], s1, __ATOMIC_RELEASE);
     }
@@ -372,9 +384,136 @@ class BandSweep final : public cpu::BandJob {
       for (int k = 0; k < W && i0 + 1 + k <= m_; ++k) {
         row_best_[i0 + 1 + k] = ends.best[k];
         row_sum_[i0 + 1 + k] = ends.sum[k];
-        row_j_[i0 + 1 + k] = ends.best_j[k];
       }
     }
+  }
+
+  // forward_band's steps [s0, s1): recurrence.h's cells. Each chunk's steps are a function of
+  // their own (so are max_plus_steps), whose carried values stay in registers.
+  template <typename StepDone>
+  __attribute__((noinline)) void general_steps(
+      int s0, int s1, const float* const (&top)[kStates], const P (&col_pack)[kStates],
+      P (&prev_io)[kStates], P (&prev2_io)[kStates], const float* s_in, const float* o_in,
+      const float* e_in, P open_value, P extend_value, I lane, Mk row_in, bool track_ends,
+      bool soft, P inv_t, RowEnds& ends_io, StepDone& step_done) {
+    const bool local = c_.local;
+    P prev[kStates], diag[kStates];  // diag: the up of step s - 1
+    for (int st = 0; st < kStates; ++st) {
+      prev[st] = prev_io[st];
+      diag[st] = shift_up(prev2_io[st], top[st][s0 < n_ ? s0 : n_]);
+    }
+    RowEnds ends = ends_io;
+    P last_prev[kStates];
+    for (int st = 0; st < kStates; ++st) last_prev[st] = prev2_io[st];
+    for (int s = s0; s < s1; ++s) {
+      const int64_t at = int64_t(s - s0) * W;
+      const P score = P::load(s_in + at);
+      const P o = open_.constant() ? open_value : P::load(o_in + at);
+      const int jt = s + 1 < n_ ? s + 1 : n_;  // lane 0's column (past n: any)
+      const I j = I(s + 1) - lane;
+      P cur[kStates], up[kStates];
+      for (int st = 0; st < kStates; ++st) up[st] = shift_up(prev[st], top[st][jt]);
+      if constexpr (!kAffine) {
+        P x[4];
+        dp::LinearTerms::of(diag[0], up[0], prev[0], score, o, local, x);
+        cur[0] = cell_.smax(x);
+      } else {
+        const P e = extend_.constant() ? extend_value : P::load(e_in + at);
+        P xa[4], xv[2], xh[3];
+        dp::AffineMatchTerms::of(diag[dp::kA], diag[dp::kX], diag[dp::kY], local, xa);
+        dp::AffineVerticalTerms::of(up[dp::kA], up[dp::kX], o, e, xv);
+        dp::AffineHorizontalTerms::of(prev[dp::kA], prev[dp::kX], prev[dp::kY], o, e, xh);
+        cur[dp::kA] = score + cell_.smax(xa);
+        cur[dp::kX] = cell_.smax(xv);
+        cur[dp::kY] = cell_.smax(xh);
+      }
+      if (s < W - 1) {  // lanes before their first column hold column 0
+        const Mk before = j <= I(0);
+        for (int st = 0; st < kStates; ++st) cur[st] = select(before, col_pack[st], cur[st]);
+      }
+      if (track_ends) ends.add(cur[0], row_in & (I(1) <= j) & (j <= I(n_)), soft, inv_t);
+      step_done(s, cur);
+      for (int st = 0; st < kStates; ++st) {
+        diag[st] = up[st];
+        last_prev[st] = prev[st];
+        prev[st] = cur[st];
+      }
+    }
+    for (int st = 0; st < kStates; ++st) {
+      prev_io[st] = prev[st];
+      prev2_io[st] = last_prev[st];
+    }
+    ends_io = ends;
+  }
+
+  // forward_band's max-plus steps [s0, s1) (t = 0, nothing at or above +inf).
+  template <typename StepDone>
+  __attribute__((noinline)) void max_plus_steps(int s0, int s1, const float* const (&top)[kStates],
+                      const P (&col_pack)[kStates], P (&prev_io)[kStates], P (&prev2_io)[kStates],
+                      const float* s_in, const float* o_in, P open_value, P extend_value,
+                      I lane, Mk row_in, bool partial, RowEnds& ends, StepDone& step_done) {
+    // Local copies, so that the carried values stay in registers.
+    P prev[kStates], prev2[kStates];
+    for (int st = 0; st < kStates; ++st) {
+      prev[st] = prev_io[st];
+      prev2[st] = prev2_io[st];
+    }
+    P best = ends.best;
+    const bool local = c_.local;
+    const P zero = P(0.0f);
+    auto max2 = [](P a, P b) { return fast_max(a, b); };
+    for (int s = s0; s < s1; ++s) {
+      const int64_t at = int64_t(s - s0) * W;
+      const P score = P::load(s_in + at);
+      const int jt = s + 1 < n_ ? s + 1 : n_;
+      const int jd = s < n_ ? s : n_;
+      P cur[kStates];
+      if constexpr (!kAffine) {
+        const P g = open_.constant() ? open_value : P::load(o_in + at);
+        const P diag = shift_up(prev2[0], top[0][jd]);
+        const P up = shift_up(prev[0], top[0][jt]);
+        const P match = local ? max2(zero, diag + score) : diag + score;
+        cur[0] = max2(max2(match, prev[0] + g), up + g);
+      } else {
+        using dp::kA;
+        using dp::kX;
+        using dp::kY;
+        const P o = open_value, e = extend_value;
+        const float o_value = o[0], e_value = e[0];
+        const float* ta = top[kA];
+        const float* tx = top[kX];
+        const float* ty = top[kY];
+        // A = S + max(0, A, X, Y of the diagonal), X = max(A + o, X + e of the cell above),
+        // Y = max(A + o, X + o, Y + e of the cell to the left): maxima taken, then shifted.
+        auto max1 = [](float a, float b) { return a > b ? a : b; };  // no NaN here, no libm call
+        const P diag_max = shift_up(max2(max2(prev2[kA], prev2[kX]), prev2[kY]),
+                                    max1(max1(ta[jd], tx[jd]), ty[jd]));
+        cur[kA] = score + (local ? max2(zero, diag_max) : diag_max);
+        cur[kX] = shift_up(max2(prev[kA] + o, prev[kX] + e), max1(ta[jt] + o_value, tx[jt] + e_value));
+        cur[kY] = max2(max2(prev[kA] + o, prev[kX] + o), prev[kY] + e);
+      }
+      const bool edge = s < W - 1 || s >= n_;
+      if (edge || partial) {
+        const I j = I(s + 1) - lane;
+        if (s < W - 1) {
+          const Mk before = j <= I(0);
+          for (int st = 0; st < kStates; ++st) cur[st] = select(before, col_pack[st], cur[st]);
+        }
+        if (local) best = max2(best, select(row_in & (I(1) <= j) & (j <= I(n_)), cur[0], zero));
+      } else if (local) {
+        best = max2(best, cur[0]);
+      }
+      step_done(s, cur);
+      for (int st = 0; st < kStates; ++st) {
+        prev2[st] = prev[st];
+        prev[st] = cur[st];
+      }
+    }
+    for (int st = 0; st < kStates; ++st) {
+      prev_io[st] = prev[st];
+      prev2_io[st] = prev2[st];
+    }
+    ends.best = best;
   }
 
   CellTarget open_target(const GradsView<float>& g) const {
@@ -451,8 +590,16 @@ class BandSweep final : public cpu::BandJob {
     }
     const bool soft = local && end_.soft(c_);
     if (local && !soft && end_.best_i > i0 && end_.best_i <= i0 + W) {
+      // The best cell: the first of its row (lane k) that holds the best value (NaN: a NaN).
       const int k = end_.best_i - i0 - 1;
-      seed_step = end_.best_j - 1 + k;
+      const float best = end_.best;
+      for (int s = k; s < k + n_; ++s) {
+        const float v = values[int64_t(s) * W + k];
+        if (v == best || (best != best && v != v)) {
+          seed_step = s;
+          break;
+        }
+      }
       seed[0].set(k, grad);
     }
     const P inv_t = P(soft ? 1.0f / c_.temperature : 0.0f);
@@ -618,7 +765,6 @@ class BandSweep final : public cpu::BandJob {
   Buffer<int> progress_;    // steps each band has done
   int next_band_ = 0;       // the band the next thread takes
   Buffer<float> row_best_, row_sum_;  // local: each row's end (RowEnds), index i = 1..m
-  Buffer<int> row_j_;
   float last_[kStates] = {};  // global: the values of cell (m, n)
   dp::LocalEnd<float> end_;   // local: the rows' ends merged (score())
   const int64_t b_;           // the item

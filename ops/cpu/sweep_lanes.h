@@ -237,7 +237,7 @@ struct CellMath {
         c(temperature > 0.0f ? 1.4426950408889634f / temperature : 0.0f) {}
 
   template <int K>
-  static P nan_max(const P (&x)[K]) {
+  SOFTALIGN_PACK_INLINE static P nan_max(const P (&x)[K]) {
     static_assert(K >= 2 && K <= 4, "2, 3 or 4 terms");
     const P nan = P(__builtin_nanf(""));
     if constexpr (K == 2) {
@@ -252,7 +252,7 @@ struct CellMath {
   }
 
   template <int K>
-  P smax(const P (&x)[K]) const {
+  SOFTALIGN_PACK_INLINE P smax(const P (&x)[K]) const {
     const P m = nan_max(x);
     if (hard) return m;
     P rest[K - 1];  // the K - 1 terms below the max
@@ -267,7 +267,7 @@ struct CellMath {
   }
 
   template <int K>
-  void weights(const P (&x)[K], P (&w)[K]) const {
+  SOFTALIGN_PACK_INLINE void weights(const P (&x)[K], P (&w)[K]) const {
     const P m = nan_max(x);
     const Mk finite = dp::is_finite(m);
     if (hard || !any(finite)) {
