@@ -54,7 +54,12 @@ void stage_skewed(float* buf, const CellSource& src, int i0, int s0, int s1, int
                          s + 7 - lb < n;
       if (whole && W % 8 == 0) {
         const float* rows[8];
-        for (int q = 0; q < 8; ++q) rows[q] = src.base + (i0 + lb + q) * src.si + (s - lb - q);
+        for (int q = 0; q < 8; ++q) {
+          rows[q] = src.base + (i0 + lb + q) * src.si + (s - lb - q);
+          // The next chunk's block: 8 rows far apart are more streams than the prefetchers
+          // follow.
+          __builtin_prefetch(rows[q] + (s1 - s0), 0, 3);
+        }
         transpose8(rows, buf + int64_t(s - s0) * W + lb, W);
       } else {
         for (int t = s; t < se; ++t)
@@ -339,20 +344,22 @@ class BandSweep final : public cpu::BandJob {
     RowEnds ends;
     // Bookkeeping of a step's values `cur`: kept, or the row ends, the band's last row, the end
     // cell (global).
-    auto step_done = [&](int s, const P (&cur)[kStates]) {
+    // (The states as separate arguments: an array of packs would live in memory.)
+    auto step_done = [&](int s, const auto&... cur) {
       if (keep) {
-        for (int st = 0; st < kStates; ++st) cur[st].store(keep + (int64_t(st) * steps_ + s) * W);
+        int st = 0;
+        (cur.store(keep + (int64_t(st++) * steps_ + s) * W), ...);
         return;
       }
       const int j_last = s + 2 - W;  // lane W - 1's column
-      if (j_last >= 1 && j_last <= n_)
-        for (int st = 0; st < kStates; ++st) bottom[st][j_last] = last_lane(cur[st]);
+      if (j_last >= 1 && j_last <= n_) {
+        int st = 0;
+        ((bottom[st++][j_last] = last_lane(cur)), ...);
+      }
       if (!local && end_lane < W && s == n_ - 1 + end_lane) {
         float lanes[W];
-        for (int st = 0; st < kStates; ++st) {
-          cur[st].store(lanes);
-          last_[st] = lanes[end_lane];
-        }
+        int st = 0;
+        ((cur.store(lanes), last_[st++] = lanes[end_lane]), ...);
       }
     };
     for (int s0 = 0; s0 < steps_; s0 += kChunk) {
@@ -432,7 +439,11 @@ class BandSweep final : public cpu::BandJob {
         for (int st = 0; st < kStates; ++st) cur[st] = select(before, col_pack[st], cur[st]);
       }
       if (track_ends) ends.add(cur[0], row_in & (I(1) <= j) & (j <= I(n_)), soft, inv_t);
-      step_done(s, cur);
+      if constexpr (kAffine) {
+        step_done(s, cur[0], cur[1], cur[2]);
+      } else {
+        step_done(s, cur[0]);
+      }
       for (int st = 0; st < kStates; ++st) {
         diag[st] = up[st];
         last_prev[st] = prev[st];
@@ -452,66 +463,85 @@ class BandSweep final : public cpu::BandJob {
                       const P (&col_pack)[kStates], P (&prev_io)[kStates], P (&prev2_io)[kStates],
                       const float* s_in, const float* o_in, P open_value, P extend_value,
                       I lane, Mk row_in, bool partial, RowEnds& ends, StepDone& step_done) {
-    // Local copies, so that the carried values stay in registers.
-    P prev[kStates], prev2[kStates];
-    for (int st = 0; st < kStates; ++st) {
-      prev[st] = prev_io[st];
-      prev2[st] = prev2_io[st];
-    }
-    P best = ends.best;
+    // Named copies (not arrays), so that the carried values stay in registers.
     const bool local = c_.local;
     const P zero = P(0.0f);
     auto max2 = [](P a, P b) { return fast_max(a, b); };
-    for (int s = s0; s < s1; ++s) {
-      const int64_t at = int64_t(s - s0) * W;
-      const P score = P::load(s_in + at);
-      const int jt = s + 1 < n_ ? s + 1 : n_;
-      const int jd = s < n_ ? s : n_;
-      P cur[kStates];
-      if constexpr (!kAffine) {
+    auto max1 = [](float a, float b) { return a > b ? a : b; };  // no NaN here, no libm call
+    P best = ends.best;
+    // Lanes before their first column hold column 0; the end's maximum takes only the cells
+    // of the item's block (the mask needed in the first and last W - 1 steps, or a partial band).
+    auto edges = [&](int s, P& v, const P& col) {
+      const I j = I(s + 1) - lane;
+      if (s < W - 1) v = select(j <= I(0), col, v);
+      return row_in & (I(1) <= j) & (j <= I(n_));
+    };
+    if constexpr (!kAffine) {
+      P h = prev_io[0], h2 = prev2_io[0];
+      for (int s = s0; s < s1; ++s) {
+        const int64_t at = int64_t(s - s0) * W;
+        const P score = P::load(s_in + at);
         const P g = open_.constant() ? open_value : P::load(o_in + at);
-        const P diag = shift_up(prev2[0], top[0][jd]);
-        const P up = shift_up(prev[0], top[0][jt]);
+        const P diag = shift_up(h2, top[0][s < n_ ? s : n_]);
+        const P up = shift_up(h, top[0][s + 1 < n_ ? s + 1 : n_]);
         const P match = local ? max2(zero, diag + score) : diag + score;
-        cur[0] = max2(max2(match, prev[0] + g), up + g);
-      } else {
-        using dp::kA;
-        using dp::kX;
-        using dp::kY;
-        const P o = open_value, e = extend_value;
-        const float o_value = o[0], e_value = e[0];
-        const float* ta = top[kA];
-        const float* tx = top[kX];
-        const float* ty = top[kY];
+        P v = max2(max2(match, h + g), up + g);
+        if (s < W - 1 || s >= n_ || partial) {
+          const Mk in = edges(s, v, col_pack[0]);
+          if (local) best = max2(best, select(in, v, zero));
+        } else if (local) {
+          best = max2(best, v);
+        }
+        step_done(s, v);
+        h2 = h;
+        h = v;
+      }
+      prev_io[0] = h;
+      prev2_io[0] = h2;
+    } else {
+      using dp::kA;
+      using dp::kX;
+      using dp::kY;
+      const P o = open_value, e = extend_value;
+      const float o_value = o[0], e_value = e[0];
+      const float *ta = top[kA], *tx = top[kX], *ty = top[kY];
+      P a = prev_io[kA], x = prev_io[kX], y = prev_io[kY];
+      P a2 = prev2_io[kA], x2 = prev2_io[kX], y2 = prev2_io[kY];
+      for (int s = s0; s < s1; ++s) {
+        const int64_t at = int64_t(s - s0) * W;
+        const P score = P::load(s_in + at);
+        const int jt = s + 1 < n_ ? s + 1 : n_;
+        const int jd = s < n_ ? s : n_;
         // A = S + max(0, A, X, Y of the diagonal), X = max(A + o, X + e of the cell above),
         // Y = max(A + o, X + o, Y + e of the cell to the left): maxima taken, then shifted.
-        auto max1 = [](float a, float b) { return a > b ? a : b; };  // no NaN here, no libm call
-        const P diag_max = shift_up(max2(max2(prev2[kA], prev2[kX]), prev2[kY]),
-                                    max1(max1(ta[jd], tx[jd]), ty[jd]));
-        cur[kA] = score + (local ? max2(zero, diag_max) : diag_max);
-        cur[kX] = shift_up(max2(prev[kA] + o, prev[kX] + e), max1(ta[jt] + o_value, tx[jt] + e_value));
-        cur[kY] = max2(max2(prev[kA] + o, prev[kX] + o), prev[kY] + e);
-      }
-      const bool edge = s < W - 1 || s >= n_;
-      if (edge || partial) {
-        const I j = I(s + 1) - lane;
-        if (s < W - 1) {
-          const Mk before = j <= I(0);
-          for (int st = 0; st < kStates; ++st) cur[st] = select(before, col_pack[st], cur[st]);
+        const P diag_max =
+            shift_up(max2(max2(a2, x2), y2), max1(max1(ta[jd], tx[jd]), ty[jd]));
+        const P a_open = a + o;
+        P na = score + (local ? max2(zero, diag_max) : diag_max);
+        P nx = shift_up(max2(a_open, x + e), max1(ta[jt] + o_value, tx[jt] + e_value));
+        P ny = max2(max2(a_open, x + o), y + e);
+        if (s < W - 1 || s >= n_ || partial) {
+          edges(s, nx, col_pack[kX]);
+          edges(s, ny, col_pack[kY]);
+          const Mk in = edges(s, na, col_pack[kA]);
+          if (local) best = max2(best, select(in, na, zero));
+        } else if (local) {
+          best = max2(best, na);
         }
-        if (local) best = max2(best, select(row_in & (I(1) <= j) & (j <= I(n_)), cur[0], zero));
-      } else if (local) {
-        best = max2(best, cur[0]);
+        step_done(s, na, nx, ny);
+        a2 = a;
+        x2 = x;
+        y2 = y;
+        a = na;
+        x = nx;
+        y = ny;
       }
-      step_done(s, cur);
-      for (int st = 0; st < kStates; ++st) {
-        prev2[st] = prev[st];
-        prev[st] = cur[st];
-      }
-    }
-    for (int st = 0; st < kStates; ++st) {
-      prev_io[st] = prev[st];
-      prev2_io[st] = prev2[st];
+      prev_io[kA] = a;
+      prev_io[kX] = x;
+      prev_io[kY] = y;
+      prev2_io[kA] = a2;
+      prev2_io[kX] = x2;
+      prev2_io[kY] = y2;
     }
     ends.best = best;
   }
