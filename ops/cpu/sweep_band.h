@@ -24,17 +24,18 @@ namespace SOFTALIGN_PACK_NAMESPACE {
 // One input of an item read per cell (scores, or a penalty) as an (M, N)-strided block; a
 // penalty of one value per item has both strides 0. Cell (i, j), i, j >= 1, reads
 // (i - 1, j - 1); a boundary cell the clamped index (docs/spec.md, "Notation").
-struct CellTarget {
-  float* base = nullptr;
-  int64_t si = 0, sj = 0;
-  bool constant() const { return si == 0 && sj == 0; }
-};
-
 struct CellSource {
   const float* base = nullptr;
   int64_t si = 0, sj = 0;
   bool constant() const { return si == 0 && sj == 0; }
   float at(int i, int j) const { return base[clamp_index(i) * si + clamp_index(j) * sj]; }
+};
+
+// Where the adjoint adds a penalty's gradient: the same layout.
+struct CellTarget {
+  float* base = nullptr;
+  int64_t si = 0, sj = 0;
+  bool constant() const { return si == 0 && sj == 0; }
 };
 
 // What lane k reads at steps [s0, s1) of the band whose first row is i0 + 1, skewed into
