@@ -250,43 +250,37 @@ SOFTALIGN_PACK_INLINE float last_lane(Pack<W> v) {
   return v[W - 1];
 }
 
-// Lane l takes lane l - 1 and lane 0 takes x (shift_up), or lane l takes lane l + 1 and lane
-// W - 1 takes x (shift_down): the band sweep's hand-over between the rows of neighbouring lanes.
-template <int W>
-inline Pack<W> shift_up(Pack<W> v, float x) {
+// Lane l takes lane l - 1 and lane 0 takes x (kUp: shift_up), or lane l takes lane l + 1 and
+// lane W - 1 takes x (shift_down): the band sweep's hand-over between the rows of neighbouring
+// lanes. On AVX2 each register rotates by a lane and takes its end lane from its neighbour.
+template <bool kUp, int W>
+inline Pack<W> shift_lanes(Pack<W> v, float x) {
 #if defined(__AVX2__) && !defined(__AVX512F__)
   if constexpr (W == 16) {
-    const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    const __m256i rotate = kUp ? _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6)
+                               : _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+    constexpr int kEnd = kUp ? 0x01 : 0x80;  // the lane a register takes from outside
     const __m256 lo = _mm256_permutevar8x32_ps((__m256)v.v.lo, rotate);
     const __m256 hi = _mm256_permutevar8x32_ps((__m256)v.v.hi, rotate);
+    const __m256 fill = _mm256_set1_ps(x);
     Pack<W> r;
-    r.v.lo = (typename VectorOf<8>::F)_mm256_blend_ps(lo, _mm256_set1_ps(x), 1);
-    r.v.hi = (typename VectorOf<8>::F)_mm256_blend_ps(hi, lo, 1);
+    r.v.lo = (typename VectorOf<8>::F)_mm256_blend_ps(lo, kUp ? fill : hi, kEnd);
+    r.v.hi = (typename VectorOf<8>::F)_mm256_blend_ps(hi, kUp ? lo : fill, kEnd);
     return r;
   }
 #endif
   float a[W + 1];
-  v.store(a + 1);
-  a[0] = x;
-  return Pack<W>::load(a);
+  v.store(kUp ? a + 1 : a);
+  a[kUp ? 0 : W] = x;
+  return Pack<W>::load(kUp ? a : a + 1);
+}
+template <int W>
+inline Pack<W> shift_up(Pack<W> v, float x) {
+  return shift_lanes<true>(v, x);
 }
 template <int W>
 inline Pack<W> shift_down(Pack<W> v, float x) {
-#if defined(__AVX2__) && !defined(__AVX512F__)
-  if constexpr (W == 16) {
-    const __m256i rotate = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
-    const __m256 lo = _mm256_permutevar8x32_ps((__m256)v.v.lo, rotate);
-    const __m256 hi = _mm256_permutevar8x32_ps((__m256)v.v.hi, rotate);
-    Pack<W> r;
-    r.v.lo = (typename VectorOf<8>::F)_mm256_blend_ps(lo, hi, 0x80);
-    r.v.hi = (typename VectorOf<8>::F)_mm256_blend_ps(hi, _mm256_set1_ps(x), 0x80);
-    return r;
-  }
-#endif
-  float a[W + 1];
-  v.store(a);
-  a[W] = x;
-  return Pack<W>::load(a + 1);
+  return shift_lanes<false>(v, x);
 }
 
 // min/max without NaN care (vminps/vmaxps): only for values whose NaN lanes are discarded.

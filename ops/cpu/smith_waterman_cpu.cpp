@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "../kernels.h"
@@ -47,7 +46,7 @@ namespace {
 // The choice depends on the batch's size, never on the threads (docs/spec.md, "Dtypes and
 // devices").
 constexpr int kBandMinColumns = 64;
-bool band_item(const ProblemView<float>& v, int64_t batch, int64_t b, const cpu::LanesKernels& k) {
+bool bands_allowed(const ProblemView<float>& v, int64_t batch, const cpu::LanesKernels& k) {
   static const bool off = [] {
     const char* e = std::getenv("SOFTALIGN_CPU_BANDS");  // "0": groups of items only
     return e && std::strcmp(e, "0") == 0;
@@ -56,8 +55,7 @@ bool band_item(const ProblemView<float>& v, int64_t batch, int64_t b, const cpu:
   // bands on different threads.
   const bool rows_share = (v.open_si == 0 && v.open_sj != 0) ||
                           (v.extend && v.extend_si == 0 && v.extend_sj != 0);
-  return !off && !rows_share && batch < k.width && v.m_of(b) >= 2 * k.band_rows &&
-         v.n_of(b) >= kBandMinColumns;
+  return !off && !rows_share && batch < k.width;
 }
 
 // The items of a float32 call split between the two SIMD schedules.
@@ -70,8 +68,11 @@ struct LanesPlan {
 // little outside its blocks.
 LanesPlan plan_lanes(const ProblemView<float>& v, int64_t batch, const cpu::LanesKernels& k) {
   LanesPlan plan;
-  for (int64_t b = 0; b < batch; ++b)
-    (band_item(v, batch, b, k) ? plan.banded : plan.groups).push_back(b);
+  const bool bands = bands_allowed(v, batch, k);
+  for (int64_t b = 0; b < batch; ++b) {
+    const bool banded = bands && v.m_of(b) >= 2 * k.band_rows && v.n_of(b) >= kBandMinColumns;
+    (banded ? plan.banded : plan.groups).push_back(b);
+  }
   if (v.lengths_a || v.lengths_b) {
     auto block = [&](int64_t b) { return std::make_pair(v.m_of(b), v.n_of(b)); };
     std::stable_sort(plan.groups.begin(), plan.groups.end(),

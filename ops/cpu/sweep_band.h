@@ -146,8 +146,8 @@ class BandSweep final : public cpu::BandJob {
       return last_[0];
     }
     // docs/spec.md, "Score", local: sweep.h's LocalEnd over the rows' ends, in row order.
-    const bool soft = c_.soft_reduction && c_.temperature > 0.0f;
     end_ = dp::LocalEnd<float>{};
+    const bool soft = end_.soft(c_);
     for (int i = 1; i <= m_; ++i) {
       const float v = row_best_[i];
       if (soft) {
@@ -316,7 +316,7 @@ class BandSweep final : public cpu::BandJob {
   void forward_band(int band, float* keep = nullptr) {
     const int i0 = band * W;
     const bool local = c_.local;
-    const bool soft = local && c_.soft_reduction && c_.temperature > 0.0f;
+    const bool soft = local && end_.soft(c_);  // the config's: end_ is not merged yet
     const bool hard = c_.temperature == 0.0f;
     const P inv_t = P(soft ? 1.0f / c_.temperature : 0.0f);
     const float* top[kStates];
@@ -600,7 +600,9 @@ class BandSweep final : public cpu::BandJob {
       above[st] = adjoint_row(st, band);
       col_pack[st] = P::load(col[st]);
     }
-    auto value = [&](int st, int s) { return s < 0 ? col_pack[st] : P::load(values + (int64_t(st) * steps_ + s) * W); };
+    auto value = [&](int st, int s) {
+      return s < 0 ? col_pack[st] : P::load(values + (int64_t(st) * steps_ + s) * W);
+    };
     const I lane = I::iota();
     const Mk row_in = lane <= I(m_ - i0 - 1);
     // Seeds at one cell a band (docs/spec.md, "Gradients"): global, d score / d (m, n); local
